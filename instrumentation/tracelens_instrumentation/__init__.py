@@ -1,0 +1,5 @@
+"""Light instrumentation for tracelens: importable without DuckDB, Polars or Arrow."""
+
+from __future__ import annotations
+
+__all__: list[str] = []

@@ -1,0 +1,60 @@
+"""Attribute names shared by the instrumentation and the analyzer (the one place they live).
+
+See ``shared/spec/attributes.md``.  The analyzer imports these constants from here, so the
+writer and the reader of an attribute can never disagree on its spelling.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Written by the tracelens decorator.
+KIND: Final = "tracelens.kind"
+CPU_NS: Final = "tracelens.cpu_ns"
+IO_NS: Final = "tracelens.io_ns"
+WAIT_NS: Final = "tracelens.wait_ns"
+ARGS_HASH: Final = "tracelens.args_hash"
+RESULT_HASH: Final = "tracelens.result_hash"
+ARG_FPS: Final = "tracelens.arg_fps"
+RESULT_FPS: Final = "tracelens.result_fps"
+ARGS_VALUE: Final = "tracelens.args"
+RESULT_VALUE: Final = "tracelens.result"
+
+# The kinds a span's time can belong to.
+CPU: Final = "cpu"
+GPU: Final = "gpu"
+IO: Final = "io"
+WAIT: Final = "wait"
+UNKNOWN: Final = "unknown"
+KINDS: Final = (CPU, GPU, IO, WAIT, UNKNOWN)
+MEASURED_KINDS: Final = (CPU, GPU, IO, WAIT)
+
+# OpenTelemetry semantic conventions the analyzer reads.
+SERVICE_NAME: Final = "service.name"
+GEN_AI_OPERATION_NAME: Final = "gen_ai.operation.name"
+GEN_AI_TOOL_NAME: Final = "gen_ai.tool.name"
+GEN_AI_TOOL_CALL_ARGUMENTS: Final = "gen_ai.tool.call.arguments"
+GEN_AI_USAGE_INPUT_TOKENS: Final = "gen_ai.usage.input_tokens"
+GEN_AI_USAGE_OUTPUT_TOKENS: Final = "gen_ai.usage.output_tokens"
+GEN_AI_USAGE_PROMPT_TOKENS: Final = "gen_ai.usage.prompt_tokens"
+GEN_AI_USAGE_COMPLETION_TOKENS: Final = "gen_ai.usage.completion_tokens"
+GEN_AI_LATENCY_TIME_IN_QUEUE: Final = "gen_ai.latency.time_in_queue"
+GEN_AI_LATENCY_TIME_IN_MODEL_PREFILL: Final = "gen_ai.latency.time_in_model_prefill"
+GEN_AI_LATENCY_TIME_IN_MODEL_DECODE: Final = "gen_ai.latency.time_in_model_decode"
+OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
+DB_SYSTEM: Final = "db.system"
+DB_SYSTEM_NAME: Final = "db.system.name"
+DB_QUERY_TEXT: Final = "db.query.text"
+DB_STATEMENT: Final = "db.statement"
+HTTP_REQUEST_METHOD: Final = "http.request.method"
+HTTP_METHOD: Final = "http.method"
+URL_FULL: Final = "url.full"
+HTTP_URL: Final = "http.url"
+RPC_SYSTEM: Final = "rpc.system"
+RPC_SYSTEM_NAME: Final = "rpc.system.name"
+MESSAGING_SYSTEM: Final = "messaging.system"
+ERROR_TYPE: Final = "error.type"
+
+GEN_AI_MODEL_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
+OPENINFERENCE_MODEL_KINDS: Final = frozenset({"LLM", "EMBEDDING", "RERANKER"})
+OPENINFERENCE_RETRIEVER: Final = "RETRIEVER"

@@ -1,0 +1,45 @@
+"""The ``tracelens`` command.  Each subcommand is a thin wrapper over one library call.
+
+Subcommands live in their own modules and are imported only when run, so ``tracelens --help``
+stays fast and a command's heavy dependencies load only for that command.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+# name -> "module:attribute"
+_COMMANDS: dict[str, str] = {
+    "analyze": "tracelens.cli.analyze:analyze",
+    "import": "tracelens.cli.import_:import_",
+    "collect": "tracelens.cli.collect:collect",
+    "report": "tracelens.cli.report:report",
+    "demo": "tracelens.cli.demo:demo",
+}
+
+
+class _LazyGroup(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(n for n in _COMMANDS if self._exists(n))
+
+    @staticmethod
+    def _exists(name: str) -> bool:
+        module = _COMMANDS[name].split(":")[0]
+        return importlib.util.find_spec(module) is not None
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        target = _COMMANDS.get(cmd_name)
+        if target is None or not self._exists(cmd_name):
+            return None
+        module, attr = target.split(":")
+        command: Any = getattr(importlib.import_module(module), attr)
+        return command  # type: ignore[no-any-return]
+
+
+@click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="tracelens")
+def main() -> None:
+    """Why is my agent slow?  Critical paths, cpu/gpu/io/wait attribution, fixable bottlenecks."""

@@ -1,0 +1,201 @@
+"""The one span table every part of tracelens speaks.
+
+Importers and the collector produce it, the store persists it, the analysis consumes it; nothing
+downstream knows where a span came from.  The DuckDB table is derived from this schema.
+
+Attribute values are kept losslessly in a ``map<string, string>``: string values as they are,
+every other OTLP value (int, double, bool, bytes, array, kvlist) JSON-encoded, with its key listed
+in ``json_attributes`` so a reader can tell ``"42"`` from ``42``.  A map keeps the common lookup
+(``attributes['http.request.method']`` in SQL, ``pl.col("attributes").map.get(...)`` in Polars)
+vectorised.  Resource attributes, events and links are JSON text: they are read rarely.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+import pyarrow as pa
+
+from tracelens_instrumentation import attributes as attrs
+
+SCHEMA_VERSION: Final = 1
+
+SPAN_KINDS: Final = ("unspecified", "internal", "server", "client", "producer", "consumer")
+STATUS_CODES: Final = ("unset", "ok", "error")
+
+_ATTR_MAP = pa.map_(pa.string(), pa.string())
+
+SPAN_SCHEMA: Final = pa.schema(
+    [
+        pa.field("trace_id", pa.string(), nullable=False),  # 32 lower-case hex
+        pa.field("span_id", pa.string(), nullable=False),  # 16 lower-case hex
+        pa.field("parent_span_id", pa.string()),  # null for a root
+        pa.field("name", pa.string(), nullable=False),
+        pa.field("service", pa.string(), nullable=False),
+        pa.field("span_kind", pa.string(), nullable=False),  # one of SPAN_KINDS
+        pa.field("start_ns", pa.int64(), nullable=False),
+        pa.field("end_ns", pa.int64(), nullable=False),
+        pa.field("status_code", pa.string(), nullable=False),  # one of STATUS_CODES
+        pa.field("status_message", pa.string()),
+        pa.field("kind", pa.string()),  # tracelens.kind when the span carries it
+        pa.field("cpu_ns", pa.int64()),  # tracelens.cpu_ns
+        pa.field("args_hash", pa.string()),  # tracelens.args_hash
+        pa.field("result_hash", pa.string()),  # tracelens.result_hash
+        pa.field("arg_fps", pa.list_(pa.string())),  # tracelens.arg_fps
+        pa.field("result_fps", pa.list_(pa.string())),  # tracelens.result_fps
+        pa.field("attributes", _ATTR_MAP),  # every other span attribute
+        pa.field("json_attributes", pa.list_(pa.string())),  # keys whose values are JSON
+        pa.field("resource", pa.string()),  # resource attributes, a JSON object
+        pa.field("scope_name", pa.string()),
+        pa.field("scope_version", pa.string()),
+        pa.field("events", pa.string()),  # JSON list of {time_ns, name, attributes}
+        pa.field("links", pa.string()),  # JSON list of {trace_id, span_id, attributes}
+    ],
+    metadata={"tracelens.schema_version": str(SCHEMA_VERSION)},
+)
+
+COLUMNS: Final = tuple(SPAN_SCHEMA.names)
+
+# Span attributes that have columns of their own (they are not repeated in ``attributes``).
+PROMOTED_ATTRIBUTES: Final = {
+    attrs.KIND: "kind",
+    attrs.CPU_NS: "cpu_ns",
+    attrs.ARGS_HASH: "args_hash",
+    attrs.RESULT_HASH: "result_hash",
+    attrs.ARG_FPS: "arg_fps",
+    attrs.RESULT_FPS: "result_fps",
+}
+
+
+def empty_spans() -> pa.Table:
+    return SPAN_SCHEMA.empty_table()
+
+
+def json_value(value: Any) -> str:
+    """JSON text for a non-string attribute value (bytes become base64 strings)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False, default=_json_default)
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    return str(value)
+
+
+class SpanColumns:
+    """Collects spans column by column and turns them into one Arrow table.
+
+    Importers that walk a document span by span append here; ``to_arrow`` builds the table in one
+    go.  Values for promoted attributes (``tracelens.*``) are taken out of ``attributes``.
+    """
+
+    def __init__(self) -> None:
+        self._cols: dict[str, list[Any]] = {name: [] for name in COLUMNS}
+
+    def __len__(self) -> int:
+        return len(self._cols["span_id"])
+
+    def append(
+        self,
+        *,
+        trace_id: str,
+        span_id: str,
+        parent_span_id: str | None,
+        name: str,
+        service: str,
+        span_kind: str,
+        start_ns: int,
+        end_ns: int,
+        status_code: str = "unset",
+        status_message: str | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        resource: Mapping[str, Any] | None = None,
+        scope_name: str | None = None,
+        scope_version: str | None = None,
+        events: list[dict[str, Any]] | None = None,
+        links: list[dict[str, Any]] | None = None,
+        resource_json: str | None = None,
+    ) -> None:
+        """Append one span.  ``attributes`` values keep their Python types (str stays str)."""
+        c = self._cols
+        c["trace_id"].append(trace_id)
+        c["span_id"].append(span_id)
+        c["parent_span_id"].append(parent_span_id or None)
+        c["name"].append(name)
+        c["service"].append(service)
+        c["span_kind"].append(span_kind)
+        c["start_ns"].append(start_ns)
+        c["end_ns"].append(end_ns)
+        c["status_code"].append(status_code)
+        c["status_message"].append(status_message or None)
+        promoted: dict[str, Any] = {}
+        pairs: list[tuple[str, str]] = []
+        json_keys: list[str] = []
+        for key, value in (attributes or {}).items():
+            if key in PROMOTED_ATTRIBUTES:
+                promoted[PROMOTED_ATTRIBUTES[key]] = value
+            elif isinstance(value, str):
+                pairs.append((key, value))
+            else:
+                pairs.append((key, json_value(value)))
+                json_keys.append(key)
+        c["kind"].append(_as_str(promoted.get("kind")))
+        c["cpu_ns"].append(_as_int(promoted.get("cpu_ns")))
+        c["args_hash"].append(_as_str(promoted.get("args_hash")))
+        c["result_hash"].append(_as_str(promoted.get("result_hash")))
+        c["arg_fps"].append(_as_str_list(promoted.get("arg_fps")))
+        c["result_fps"].append(_as_str_list(promoted.get("result_fps")))
+        c["attributes"].append(pairs)
+        c["json_attributes"].append(json_keys or None)
+        if resource_json is None and resource:
+            resource_json = json_value(dict(resource))
+        c["resource"].append(resource_json)
+        c["scope_name"].append(scope_name or None)
+        c["scope_version"].append(scope_version or None)
+        c["events"].append(json_value(events) if events else None)
+        c["links"].append(json_value(links) if links else None)
+
+    def to_arrow(self) -> pa.Table:
+        return pa.table(
+            [pa.array(self._cols[f.name], type=f.type) for f in SPAN_SCHEMA], schema=SPAN_SCHEMA
+        )
+
+
+def _as_str(value: Any) -> str | None:
+    return None if value is None else str(value)
+
+
+def _as_int(value: Any) -> int | None:
+    if value is None or isinstance(value, bool):
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def _as_str_list(value: Any) -> list[str] | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Iterable):
+        return [str(v) for v in value]
+    return [str(value)]
+
+
+def attribute_dict(pairs: Iterable[tuple[str, str]], json_keys: Iterable[str] | None) -> dict[str, Any]:
+    """Decode one row's ``attributes`` + ``json_attributes`` back into typed Python values."""
+    typed = set(json_keys or ())
+    return {k: (json.loads(v) if k in typed else v) for k, v in pairs}
+
+
+def conform(table: pa.Table) -> pa.Table:
+    """Cast a table with the span columns (any order, compatible types) to ``SPAN_SCHEMA``."""
+    missing = [n for n in COLUMNS if n not in table.column_names]
+    if missing:
+        raise ValueError(f"span table lacks columns: {', '.join(missing)}")
+    return table.select(list(COLUMNS)).cast(SPAN_SCHEMA)

@@ -1,0 +1,170 @@
+"""The embedded DuckDB span store: Arrow in, Arrow out.
+
+The ``spans`` table is derived from ``SPAN_SCHEMA``; its primary key (trace_id, span_id) makes a
+re-sent span a no-op (``INSERT OR IGNORE``), which is what exporter retries need.  The schema
+version lives in ``tracelens_meta``; a store written by a newer tracelens is refused instead of
+being misread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+
+from tracelens.errors import StoreError
+from tracelens.schema import COLUMNS, SCHEMA_VERSION, SPAN_SCHEMA, conform
+
+DEFAULT_DB = "tracelens.duckdb"
+TABLE = "spans"
+
+
+def default_db_path() -> str:
+    return os.environ.get("TRACELENS_DB") or DEFAULT_DB
+
+
+def _duck_type(t: pa.DataType) -> str:
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "VARCHAR"
+    if pa.types.is_int64(t):
+        return "BIGINT"
+    if pa.types.is_map(t):
+        return f"MAP({_duck_type(t.key_type)}, {_duck_type(t.item_type)})"
+    if pa.types.is_list(t):
+        return f"{_duck_type(t.value_type)}[]"
+    raise TypeError(f"no DuckDB type for {t}")  # pragma: no cover - schema is fixed
+
+
+def table_ddl(name: str = TABLE) -> str:
+    cols = ",\n  ".join(
+        f"{f.name} {_duck_type(f.type)}{'' if f.nullable else ' NOT NULL'}" for f in SPAN_SCHEMA
+    )
+    return f"CREATE TABLE IF NOT EXISTS {name} (\n  {cols},\n  PRIMARY KEY (trace_id, span_id)\n)"
+
+
+class DuckDBStore:
+    """One DuckDB file (or ``:memory:``).  Safe to share between threads of one process."""
+
+    def __init__(self, path: str | os.PathLike[str] = DEFAULT_DB, *, read_only: bool = False):
+        self.path = str(path)
+        self.read_only = read_only
+        if read_only and self.path != ":memory:" and not Path(self.path).exists():
+            raise StoreError(f"{self.path}: no such store (run `tracelens import` or `collect`)")
+        try:
+            self._con = duckdb.connect(self.path, read_only=read_only)
+        except duckdb.Error as exc:
+            raise StoreError(f"{self.path}: cannot open the store: {exc}") from exc
+        self._lock = threading.Lock()
+        self._init_schema()
+
+    def _init_schema(self) -> None:
+        con = self._con
+        has_meta = con.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_name = 'tracelens_meta'"
+        ).fetchone()
+        if has_meta and has_meta[0]:
+            row = con.execute(
+                "SELECT value FROM tracelens_meta WHERE key = 'schema_version'"
+            ).fetchone()
+            version = int(row[0]) if row else 0
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: written by a newer tracelens (store schema version {version}, "
+                    f"this tracelens reads up to {SCHEMA_VERSION}); upgrade tracelens"
+                )
+            return
+        if self.read_only:
+            raise StoreError(f"{self.path}: not a tracelens store (no tracelens_meta table)")
+        con.execute("CREATE TABLE tracelens_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+        con.execute("INSERT INTO tracelens_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        con.execute(table_ddl())
+
+    def append(self, spans: pa.Table) -> int:
+        if spans.num_rows == 0:
+            return 0
+        spans = conform(spans)
+        with self._lock:
+            before = self._count_locked()
+            cur = self._con.cursor()
+            try:
+                cur.register("_tracelens_new", spans)
+                cur.execute(
+                    f"INSERT OR IGNORE INTO {TABLE} SELECT DISTINCT ON (trace_id, span_id) * "
+                    "FROM _tracelens_new"
+                )
+                cur.unregister("_tracelens_new")
+            finally:
+                cur.close()
+            return self._count_locked() - before
+
+    def _count_locked(self) -> int:
+        row = self._con.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+        return int(row[0]) if row else 0
+
+    def count(self) -> int:
+        with self._lock:
+            return self._count_locked()
+
+    def read(
+        self,
+        columns: Sequence[str] | None = None,
+        *,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+    ) -> pa.Table:
+        cols = list(columns) if columns else list(COLUMNS)
+        unknown = [c for c in cols if c not in COLUMNS]
+        if unknown:
+            raise ValueError(f"unknown span columns: {', '.join(unknown)}")
+        select = ", ".join(cols)
+        params: list[int] = []
+        where = ""
+        if start_ns is not None or end_ns is not None:
+            conds = []
+            if start_ns is not None:
+                conds.append("t0 >= ?")
+                params.append(start_ns)
+            if end_ns is not None:
+                conds.append("t0 < ?")
+                params.append(end_ns)
+            where = (
+                f" WHERE trace_id IN (SELECT trace_id FROM (SELECT trace_id, min(start_ns) AS t0 "
+                f"FROM {TABLE} GROUP BY trace_id) WHERE {' AND '.join(conds)})"
+            )
+        with self._lock:
+            cur = self._con.cursor()
+            try:
+                table = cur.sql(f"SELECT {select} FROM {TABLE}{where}", params=params or None)
+                result = table.to_arrow_table()
+            finally:
+                cur.close()
+        return result.cast(pa.schema([SPAN_SCHEMA.field(c) for c in cols]))
+
+    def time_range(self) -> tuple[int, int] | None:
+        with self._lock:
+            row = self._con.execute(f"SELECT min(start_ns), max(end_ns) FROM {TABLE}").fetchone()
+        if not row or row[0] is None:
+            return None
+        return int(row[0]), int(row[1])
+
+    def checkpoint(self) -> None:
+        with self._lock:
+            self._con.execute("CHECKPOINT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._con.close()
+
+    def __enter__(self) -> DuckDBStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_store(path: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> DuckDBStore:
+    return DuckDBStore(path or default_db_path(), read_only=read_only)
