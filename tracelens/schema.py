@@ -18,7 +18,6 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import pyarrow as pa
-
 from tracelens_instrumentation import attributes as attrs
 
 SCHEMA_VERSION: Final = 1
@@ -187,7 +186,9 @@ def _as_str_list(value: Any) -> list[str] | None:
     return [str(value)]
 
 
-def attribute_dict(pairs: Iterable[tuple[str, str]], json_keys: Iterable[str] | None) -> dict[str, Any]:
+def attribute_dict(
+    pairs: Iterable[tuple[str, str]], json_keys: Iterable[str] | None
+) -> dict[str, Any]:
     """Decode one row's ``attributes`` + ``json_attributes`` back into typed Python values."""
     typed = set(json_keys or ())
     return {k: (json.loads(v) if k in typed else v) for k, v in pairs}

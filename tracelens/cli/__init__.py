@@ -7,6 +7,7 @@ stays fast and a command's heavy dependencies load only for that command.
 from __future__ import annotations
 
 import importlib
+import importlib.util
 from typing import Any
 
 import click
@@ -36,7 +37,7 @@ class _LazyGroup(click.Group):
             return None
         module, attr = target.split(":")
         command: Any = getattr(importlib.import_module(module), attr)
-        return command  # type: ignore[no-any-return]
+        return command
 
 
 @click.group(cls=_LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -80,7 +80,9 @@ class DuckDBStore:
         if self.read_only:
             raise StoreError(f"{self.path}: not a tracelens store (no tracelens_meta table)")
         con.execute("CREATE TABLE tracelens_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        con.execute("INSERT INTO tracelens_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)])
+        con.execute(
+            "INSERT INTO tracelens_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
+        )
         con.execute(table_ddl())
 
     def append(self, spans: pa.Table) -> int:
@@ -166,5 +168,7 @@ class DuckDBStore:
         self.close()
 
 
-def open_store(path: str | os.PathLike[str] | None = None, *, read_only: bool = False) -> DuckDBStore:
+def open_store(
+    path: str | os.PathLike[str] | None = None, *, read_only: bool = False
+) -> DuckDBStore:
     return DuckDBStore(path or default_db_path(), read_only=read_only)

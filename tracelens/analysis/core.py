@@ -1,0 +1,130 @@
+"""The per-trace analysis: a pure function from a table of whole traces to result tables.
+
+``analyze_traces`` knows nothing about files, stores or output formats.  Its input is any set of
+complete traces, so the same function runs on everything at once, per partition of trace ids in
+parallel, or on a distributed engine grouped by ``trace_id``; the aggregation in ``summary`` only
+needs the tables it returns, concatenated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+import pyarrow as pa
+
+from tracelens.analysis.critical_path import Sections, critical_paths
+from tracelens.analysis.kinds import KINDS, resolve_kinds
+from tracelens.analysis.tree import build_forest
+
+# The span columns the analysis reads (a store can push this projection down).
+ANALYSIS_COLUMNS = (
+    "trace_id",
+    "span_id",
+    "parent_span_id",
+    "name",
+    "service",
+    "span_kind",
+    "start_ns",
+    "end_ns",
+    "status_code",
+    "kind",
+    "cpu_ns",
+    "args_hash",
+    "result_hash",
+    "arg_fps",
+    "result_fps",
+    "attributes",
+)
+
+KIND_NS = tuple(f"{k}_ns" for k in KINDS)
+
+
+@dataclass
+class TraceAnalysis:
+    """Result tables; every row carries its ``trace_id`` so partial results concatenate."""
+
+    spans: pl.DataFrame  # input spans + _i, _trace, _parent, kind_resolved, self_ns, mix_*
+    sections: pl.DataFrame  # critical-path sections of every root
+    traces: pl.DataFrame  # one row per trace: main root, latency, critical time by kind
+    warnings: list[str] = field(default_factory=list)
+
+
+def to_polars(spans: pa.Table | pl.DataFrame) -> pl.DataFrame:
+    df = spans if isinstance(spans, pl.DataFrame) else pl.from_arrow(spans)
+    assert isinstance(df, pl.DataFrame)
+    missing = [c for c in ANALYSIS_COLUMNS if c not in df.columns]
+    if missing:
+        raise ValueError(f"span table lacks columns: {', '.join(missing)}")
+    return df
+
+
+def analyze_traces(spans: pa.Table | pl.DataFrame) -> TraceAnalysis:
+    """Critical paths, kinds and per-trace latency of a table of complete traces."""
+    df = to_polars(spans)
+    forest = build_forest(df)
+    sp = resolve_kinds(forest.spans, pl.Series("_parent", forest.parent))
+    secs = critical_paths(forest)
+    sections = _sections_table(sp, forest.main_root, secs)
+    traces = _traces_table(sp, forest.main_root, sections)
+    return TraceAnalysis(spans=sp, sections=sections, traces=traces, warnings=forest.warnings)
+
+
+def _sections_table(sp: pl.DataFrame, main_root: np.ndarray, secs: Sections) -> pl.DataFrame:
+    is_main = np.zeros(sp.height, dtype=bool)
+    is_main[main_root[main_root >= 0]] = True
+    base = pl.DataFrame(
+        {
+            "_root": secs.root,
+            "_i": secs.span,
+            "start_ns": secs.start,
+            "end_ns": secs.end,
+        },
+        schema={"_root": pl.Int64, "_i": pl.Int64, "start_ns": pl.Int64, "end_ns": pl.Int64},
+    )
+    span_cols = sp.select(
+        "_i",
+        "trace_id",
+        "span_id",
+        "name",
+        "service",
+        pl.col("kind_resolved").alias("kind"),
+        *[pl.col(f"mix_{k}") for k in KINDS],
+    )
+    roots = sp.select(pl.col("_i").alias("_root"), pl.col("span_id").alias("root_span_id"))
+    dur = (pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64)
+    return (
+        base.with_columns(pl.Series("main", is_main[secs.root]))
+        .join(span_cols, on="_i", how="left", maintain_order="left")
+        .join(roots, on="_root", how="left", maintain_order="left")
+        .with_columns([(dur * pl.col(f"mix_{k}")).alias(f"{k}_ns") for k in KINDS])
+        .drop([f"mix_{k}" for k in KINDS])
+    )
+
+
+def _traces_table(sp: pl.DataFrame, main_root: np.ndarray, sections: pl.DataFrame) -> pl.DataFrame:
+    roots = main_root[main_root >= 0]
+    per_trace_spans = sp.group_by("_trace").agg(pl.len().alias("spans"))
+    by_kind = (
+        sections.filter(pl.col("main")).group_by("trace_id").agg([pl.col(c).sum() for c in KIND_NS])
+    )
+    root_rows = sp.select(
+        "_i",
+        "_trace",
+        "trace_id",
+        pl.col("span_id").alias("root_span_id"),
+        pl.col("name").alias("root_name"),
+        pl.col("service").alias("root_service"),
+        "start_ns",
+        "end_ns",
+        (pl.col("end_ns") - pl.col("start_ns")).alias("duration_ns"),
+        pl.col("status_code").alias("root_status"),
+    ).filter(pl.col("_i").is_in(roots.tolist()))
+    return (
+        root_rows.join(per_trace_spans, on="_trace", how="left")
+        .join(by_kind, on="trace_id", how="left")
+        .with_columns([pl.col(c).fill_null(0.0) for c in KIND_NS])
+        .drop("_i")
+        .sort("_trace")
+    )

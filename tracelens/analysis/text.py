@@ -1,0 +1,119 @@
+"""Terminal tables for ``tracelens analyze --format text``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from tracelens.analysis import summary as s
+from tracelens.analysis.kinds import KINDS
+
+if TYPE_CHECKING:
+    from tracelens.analysis.result import Analysis
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool]) -> str:
+    cells = [[str(h) for h in headers]] + [[_fmt(v) for v in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+
+    def line(r: list[str]) -> str:
+        return "  ".join(
+            (c.rjust(w) if right[i] else c.ljust(w))
+            for i, (c, w) in enumerate(zip(r, widths, strict=True))
+        ).rstrip()
+
+    rule = "  ".join("-" * w for w in widths)
+    return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, float):
+        return f"{v:,.1f}"
+    return str(v)
+
+
+def _clip(text: str, n: int = 48) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def render_text(analysis: Analysis, top: int = 10) -> str:
+    ta = analysis.traces
+    summ = s.summary(ta)
+    lat = summ["latency_ms"]
+    out = [
+        f"{summ['traces']:,} traces, {summ['spans']:,} spans",
+        "",
+        "End-to-end latency (ms)",
+        table(
+            ["p50", "p95", "p99", "max"],
+            [[lat["p50"], lat["p95"], lat["p99"], lat["max"]]],
+            [True] * 4,
+        ),
+        "",
+        "Critical-path time by kind",
+        table(
+            ["kind", "ms", "share"],
+            [
+                [k, summ["critical_path_ms"][k], f"{summ['critical_path_share'][k]:.1%}"]
+                for k in KINDS
+            ],
+            [False, True, True],
+        ),
+        "",
+        f"Top operations by exclusive critical-path time (top {top})",
+        table(
+            ["service", "operation", "kind", "count", "p50 ms", "p95 ms", "critical ms", "share"],
+            [
+                [
+                    _clip(o["service"], 24),
+                    _clip(o["name"]),
+                    o["kind"],
+                    o["count"],
+                    o["p50_ms"],
+                    o["p95_ms"],
+                    o["critical_ms"],
+                    f"{o['critical_share']:.1%}",
+                ]
+                for o in s.operations_list(ta, top)
+            ],
+            [False, False, False, True, True, True, True, True],
+        ),
+        "",
+        f"Slowest traces (top {top})",
+        table(
+            ["trace_id", "root", "ms", "spans", "critical path (largest kind)"],
+            [
+                [
+                    t["trace_id"],
+                    _clip(t["root_name"], 36),
+                    t["duration_ms"],
+                    t["spans"],
+                    _largest(t),
+                ]
+                for t in s.traces_list(ta, top)
+            ],
+            [False, False, True, True, False],
+        ),
+    ]
+    if analysis.findings:
+        out += ["", "Findings (most saving first)"]
+        for f in analysis.findings[:top]:
+            saving = f.get("saving_ms", {}).get("p50")
+            head = f"- {f['type']}: {', '.join(map(str, f.get('names', [])))}"
+            if saving is not None:
+                head += f"  (saves ~{saving:,.1f} ms at p50)"
+            out.append(head)
+            if f.get("evidence"):
+                out.append(f"    {f['evidence']}")
+    if analysis.warnings:
+        out += ["", "Warnings"] + [f"- {w}" for w in analysis.warnings]
+    return "\n".join(out) + "\n"
+
+
+def _largest(t: dict[str, Any]) -> str:
+    ms = t["critical_path_ms"]
+    total = sum(ms.values())
+    if total <= 0:
+        return "-"
+    k = max(ms, key=lambda key: ms[key])
+    return f"{k} {ms[k] / total:.0%}"

@@ -1,0 +1,211 @@
+"""Turn a flat span table into a forest of flat arrays, whatever state the spans are in.
+
+Everything here is vectorised over all traces at once (Polars joins, NumPy gathers); only the
+rare broken parts of a trace (parent cycles) are walked in Python.  The forest is CSR-shaped:
+``children[child_off[i]:child_off[i+1]]`` are span ``i``'s children in the order the critical
+path walk wants them (latest end first, then earliest start, then input order).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import polars as pl
+
+_HEX32 = re.compile(r"^[0-9a-f]{32}$")
+_HEX16 = re.compile(r"^[0-9a-f]{16}$")
+
+
+@dataclass
+class Forest:
+    """The spans (deduplicated, grouped by trace) plus index arrays over their rows."""
+
+    spans: pl.DataFrame  # row i is span i; has _row (input order) and _trace (trace number)
+    parent: np.ndarray  # row of the parent in the tree, -1 for a root
+    trace: np.ndarray  # trace number of each row (0..n_traces-1)
+    trace_ids: list[str]
+    main_root: np.ndarray  # per trace: row of the main root
+    roots: np.ndarray  # rows of every root, all traces
+    child_off: np.ndarray  # CSR offsets, len n+1
+    children: np.ndarray  # CSR payload (rows), only children the walk may wait on
+    start: np.ndarray
+    end: np.ndarray
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def n(self) -> int:
+        return len(self.parent)
+
+
+def build_forest(spans: pl.DataFrame) -> Forest:
+    """Resolve parents, break cycles, pick main roots and order children for the walk."""
+    warnings: list[str] = []
+    df = spans.with_row_index("_row")
+    df = _drop_duplicates(df, warnings)
+    df = _fix_times(df, warnings)
+    _check_ids(df, warnings)
+    df = df.sort(["trace_id", "_row"])
+    df = df.with_columns(
+        pl.col("trace_id").rle_id().cast(pl.Int64).alias("_trace"),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"),
+    )
+    parent = _resolve_parents(df, warnings)
+    start = df["start_ns"].to_numpy().astype(np.int64, copy=False)
+    end = df["end_ns"].to_numpy().astype(np.int64, copy=False)
+    trace = df["_trace"].to_numpy()
+    trace_ids = df.select(pl.col("trace_id").unique(maintain_order=True))["trace_id"].to_list()
+    roots = np.flatnonzero(parent < 0)
+    main_root = _main_roots(roots, trace, start, end, df["_row"].to_numpy(), len(trace_ids))
+    child_off, children = _children(df, parent, start, end)
+    return Forest(
+        spans=df,
+        parent=parent,
+        trace=trace,
+        trace_ids=trace_ids,
+        main_root=main_root,
+        roots=roots,
+        child_off=child_off,
+        children=children,
+        start=start,
+        end=end,
+        warnings=warnings,
+    )
+
+
+def _drop_duplicates(df: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    first = df.select(pl.struct("trace_id", "span_id").is_first_distinct())
+    mask = first.to_series()
+    dups = int(len(mask) - mask.sum())
+    if dups:
+        warnings.append(f"{dups} spans repeated a (trace_id, span_id) already seen; kept the first")
+        df = df.filter(mask)
+    return df
+
+
+def _fix_times(df: pl.DataFrame, warnings: list[str]) -> pl.DataFrame:
+    bad = int(df.select((pl.col("end_ns") < pl.col("start_ns")).sum()).item())
+    if bad:
+        warnings.append(f"{bad} spans ended before they started; analysed as zero-length")
+        df = df.with_columns(
+            pl.when(pl.col("end_ns") < pl.col("start_ns"))
+            .then(pl.col("start_ns"))
+            .otherwise(pl.col("end_ns"))
+            .alias("end_ns")
+        )
+    return df
+
+
+def _check_ids(df: pl.DataFrame, warnings: list[str]) -> None:
+    counts = df.select(
+        (~pl.col("trace_id").str.contains(_HEX32.pattern)).sum().alias("t"),
+        (~pl.col("span_id").str.contains(_HEX16.pattern)).sum().alias("s"),
+    ).row(0)
+    if counts[0]:
+        warnings.append(f"{counts[0]} spans have a trace id that is not 32 lower-case hex digits")
+    if counts[1]:
+        warnings.append(f"{counts[1]} spans have a span id that is not 16 lower-case hex digits")
+
+
+def _resolve_parents(df: pl.DataFrame, warnings: list[str]) -> np.ndarray:
+    lookup = df.select(
+        "trace_id", pl.col("span_id").alias("parent_span_id"), pl.col("_i").alias("_p")
+    )
+    joined = df.select("trace_id", "parent_span_id", "_i").join(
+        lookup, on=["trace_id", "parent_span_id"], how="left", maintain_order="left"
+    )
+    orphans = int(
+        joined.select(pl.col("parent_span_id").is_not_null() & pl.col("_p").is_null())
+        .to_series()
+        .sum()
+    )
+    if orphans:
+        warnings.append(f"{orphans} spans had no parent in the trace and were analysed as roots")
+    parent = joined["_p"].fill_null(-1).to_numpy().astype(np.int64, copy=True)
+    n = len(parent)
+    self_loops = parent == np.arange(n)
+    cut = int(self_loops.sum())
+    parent[self_loops] = -1
+    cut += _break_cycles(parent, df["start_ns"].to_numpy(), df["_row"].to_numpy())
+    if cut:
+        warnings.append(f"{cut} parent cycles were broken (a span in each became a root)")
+    return parent
+
+
+def _break_cycles(parent: np.ndarray, start: np.ndarray, row: np.ndarray) -> int:
+    """Make one span of each parent cycle a root: the earliest-starting one (then input order).
+
+    Pointer jumping finds every span whose ancestor chain reaches a root in O(log depth) NumPy
+    passes; whatever is left leads into a cycle and is walked in Python (rare).
+    """
+    n = len(parent)
+    if n == 0:
+        return 0
+    ids = np.arange(n)
+    anc = np.where(parent >= 0, parent, ids)
+    for _ in range(int(np.ceil(np.log2(n + 1))) + 2):
+        nxt = anc[anc]
+        if np.array_equal(nxt, anc):
+            break
+        anc = nxt
+    stuck = np.flatnonzero(parent[anc] >= 0)
+    if len(stuck) == 0:
+        return 0
+    state = dict.fromkeys(stuck.tolist(), 0)  # 0 unseen, 1 on current path, 2 done
+    cut = 0
+    for first in stuck.tolist():
+        if state[first]:
+            continue
+        path = []
+        node = first
+        while node in state and state[node] == 0:
+            state[node] = 1
+            path.append(node)
+            node = int(parent[node])
+        if node in state and state[node] == 1:
+            cycle = path[path.index(node) :]
+            head = min(cycle, key=lambda i: (start[i], row[i]))
+            parent[head] = -1
+            cut += 1
+        for p in path:
+            state[p] = 2
+    return cut
+
+
+def _main_roots(
+    roots: np.ndarray,
+    trace: np.ndarray,
+    start: np.ndarray,
+    end: np.ndarray,
+    row: np.ndarray,
+    n_traces: int,
+) -> np.ndarray:
+    """Per trace, the longest root (ties: earliest start, then input order)."""
+    t = trace[roots]
+    order = np.lexsort((row[roots], start[roots], -(end[roots] - start[roots]), t))
+    ordered = roots[order]
+    first = np.ones(len(ordered), dtype=bool)
+    first[1:] = t[order][1:] != t[order][:-1]
+    main = np.full(n_traces, -1, dtype=np.int64)
+    main[t[order][first]] = ordered[first]
+    return main
+
+
+def _children(
+    df: pl.DataFrame, parent: np.ndarray, start: np.ndarray, end: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """CSR children lists without the CONSUMER children of PRODUCER parents (they don't block)."""
+    n = len(parent)
+    kind = df["span_kind"].to_numpy()
+    has_parent = parent >= 0
+    edge = np.flatnonzero(has_parent)
+    blocked = (kind[edge] == "consumer") & (kind[parent[edge]] == "producer")
+    edge = edge[~blocked]
+    row = df["_row"].to_numpy()
+    order = np.lexsort((row[edge], start[edge], -end[edge], parent[edge]))
+    children = edge[order]
+    counts = np.bincount(parent[children], minlength=n)
+    child_off = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(counts, out=child_off[1:])
+    return child_off, children

@@ -1,0 +1,79 @@
+"""``tracelens analyze``: a thin wrapper over ``tracelens.api.analyze``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tracelens.cli._options import db_option
+
+INPUT_FORMATS = ("otlp-json", "otlp-proto", "jaeger", "zipkin")
+
+
+@click.command()
+@click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
+@db_option
+@click.option(
+    "--input-format",
+    type=click.Choice(INPUT_FORMATS),
+    default=None,
+    help="Force the input format (default: detect from the content).",
+)
+@click.option(
+    "--format", "format_", type=click.Choice(["text", "json"]), default="text", show_default=True
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write the result here instead of standard output.",
+)
+@click.option(
+    "--top",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Keep only the N slowest traces (text output: show N rows; default 10).",
+)
+@click.option("--keep-going", is_flag=True, help="Analyse the other files when one is bad.")
+@click.option("--no-findings", is_flag=True, help="Critical paths only, no bottleneck finder.")
+def analyze(
+    files: tuple[str, ...],
+    db: str | None,
+    input_format: str | None,
+    format_: str,
+    out: str | None,
+    top: int | None,
+    keep_going: bool,
+    no_findings: bool,
+) -> None:
+    """Critical path, latency by cpu/gpu/io/wait and bottlenecks of traces in FILES or the store.
+
+    FILES may be OTLP JSON or JSON Lines, OTLP protobuf, Jaeger JSON or Zipkin v2 JSON, optionally
+    gzip-compressed.  With no FILES, the store (--db) is analysed.
+    """
+    from tracelens.api import analyze as run
+    from tracelens.errors import TracelensError
+
+    try:
+        result = run(
+            files,
+            db=db,
+            input_format=input_format,
+            top=top,
+            keep_going=keep_going,
+            findings=not no_findings,
+        )
+    except TracelensError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    text = result.to_json() if format_ == "json" else result.to_text(top)
+    if out:
+        with open(out, "w", encoding="utf-8") as fh:
+            fh.write(text if text.endswith("\n") else text + "\n")
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+    for err in result.errors:
+        click.echo(f"error: {err}", err=True)
+    if result.errors:
+        sys.exit(2)
