@@ -45,11 +45,12 @@ def load_spans(
 def _read_store(
     db: str | None, columns: Sequence[str] | None, start_ns: int | None, end_ns: int | None
 ) -> pa.Table:
-    import importlib.util
-
-    if importlib.util.find_spec("tracelens.collector.reader") is not None:
+    try:
         from tracelens.collector.reader import read_store
-
+    except ModuleNotFoundError as exc:  # the collector has not landed yet
+        if not (exc.name or "").startswith("tracelens.collector"):
+            raise
+    else:
         table: pa.Table = read_store(db, columns=columns, start_ns=start_ns, end_ns=end_ns)
         return table
     from tracelens.store import open_store

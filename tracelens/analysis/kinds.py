@@ -9,6 +9,7 @@ on-CPU time (``tracelens.cpu_ns``) or vLLM's queue/model timings are known.
 
 from __future__ import annotations
 
+import numpy as np
 import polars as pl
 from tracelens_instrumentation import attributes as a
 
@@ -90,52 +91,55 @@ def resolve_kinds(spans: pl.DataFrame, parent: pl.Series) -> pl.DataFrame:
 
 
 def _with_self_time(df: pl.DataFrame) -> pl.DataFrame:
-    """Self time = duration minus the union of the children's windows clamped to the span's."""
-    parents = df.select(
-        pl.col("_i").alias("_parent"),
-        pl.col("start_ns").alias("_ps"),
-        pl.col("end_ns").alias("_pe"),
+    """Self time = duration minus the union of the children's windows clamped to the span's.
+
+    Vectorised: children sorted by (parent, clamped start), a segmented running max of their
+    clamped ends gives each child's newly covered time, summed per parent with ``bincount``.
+    """
+    parent = df["_parent"].to_numpy()
+    start = df["start_ns"].to_numpy()
+    end = df["end_ns"].to_numpy()
+    n = len(parent)
+    kid = np.flatnonzero(parent >= 0)
+    p = parent[kid]
+    cs = np.maximum(start[kid], start[p])
+    ce = np.minimum(end[kid], end[p])
+    keep = ce > cs
+    kid, p, cs, ce = kid[keep], p[keep], cs[keep], ce[keep]
+    order = np.lexsort((cs, p))
+    p, cs, ce = p[order], cs[order], ce[order]
+    covered_by_kids = np.zeros(n, dtype=np.float64)
+    if len(p):
+        first = np.ones(len(p), dtype=bool)
+        first[1:] = p[1:] != p[:-1]
+        group = np.cumsum(first) - 1
+        rel = ce - start[p]  # >= 0, at most the parent's duration
+        width = int(rel.max()) + 1
+        if width * (int(group[-1]) + 1) < 2**62:
+            run = np.maximum.accumulate(rel + group * width) - group * width
+        else:  # pragma: no cover - astronomically long windows: fall back to Polars
+            run = (
+                pl.DataFrame({"g": group, "r": rel})
+                .select(pl.col("r").cum_max().over("g"))["r"]
+                .to_numpy()
+            )
+        prev = np.empty_like(run)
+        prev[1:] = run[:-1]
+        prev_abs = np.where(first, cs, prev + start[p])
+        newly = np.clip(ce - np.maximum(cs, prev_abs), 0, None)
+        covered_by_kids = np.bincount(p, weights=newly, minlength=n)
+    cpu = df["cpu_ns"].fill_null(0).to_numpy()
+    all_kids = np.flatnonzero(parent >= 0)
+    kids_cpu = np.bincount(parent[all_kids], weights=cpu[all_kids], minlength=n)
+    self_ns = (end - start) - covered_by_kids.astype(np.int64)
+    self_cpu = np.clip(cpu - kids_cpu.astype(np.int64), 0, None)
+    return df.with_columns(
+        pl.Series("self_ns", self_ns, dtype=pl.Int64),
+        pl.when(pl.col("cpu_ns").is_not_null())
+        .then(pl.Series("self_cpu_ns", self_cpu, dtype=pl.Int64))
+        .otherwise(None)
+        .alias("self_cpu_ns"),
     )
-    kids = (
-        df.filter(pl.col("_parent") >= 0)
-        .select("_parent", "start_ns", "end_ns", "cpu_ns")
-        .join(parents, on="_parent", how="inner")
-        .with_columns(
-            pl.max_horizontal("start_ns", "_ps").alias("_s"),
-            pl.min_horizontal("end_ns", "_pe").alias("_e"),
-        )
-        .filter(pl.col("_e") > pl.col("_s"))
-        .sort(["_parent", "_s"])
-        .with_columns(
-            pl.col("_e").cum_max().shift(1).over("_parent").alias("_prev"),
-        )
-        .with_columns(
-            (pl.col("_e") - pl.max_horizontal("_s", pl.col("_prev").fill_null(pl.col("_s"))))
-            .clip(lower_bound=0)
-            .alias("_covered")
-        )
-        .group_by("_parent")
-        .agg(pl.col("_covered").sum(), pl.col("cpu_ns").sum().alias("_kids_cpu"))
-    )
-    all_kids_cpu = (
-        df.filter(pl.col("_parent") >= 0)
-        .group_by("_parent")
-        .agg(pl.col("cpu_ns").sum().alias("_kids_cpu_all"))
-    )
-    out = (
-        df.join(kids.rename({"_parent": "_i"}), on="_i", how="left", maintain_order="left")
-        .join(all_kids_cpu.rename({"_parent": "_i"}), on="_i", how="left", maintain_order="left")
-        .with_columns(
-            (pl.col("end_ns") - pl.col("start_ns") - pl.col("_covered").fill_null(0)).alias(
-                "self_ns"
-            ),
-            (pl.col("cpu_ns") - pl.col("_kids_cpu_all").fill_null(0))
-            .clip(lower_bound=0)
-            .alias("self_cpu_ns"),
-        )
-        .drop("_covered", "_kids_cpu", "_kids_cpu_all")
-    )
-    return out
 
 
 def _with_mix(df: pl.DataFrame) -> pl.DataFrame:

@@ -109,20 +109,10 @@ def _check_ids(df: pl.DataFrame, warnings: list[str]) -> None:
 
 
 def _resolve_parents(df: pl.DataFrame, warnings: list[str]) -> np.ndarray:
-    lookup = df.select(
-        "trace_id", pl.col("span_id").alias("parent_span_id"), pl.col("_i").alias("_p")
-    )
-    joined = df.select("trace_id", "parent_span_id", "_i").join(
-        lookup, on=["trace_id", "parent_span_id"], how="left", maintain_order="left"
-    )
-    orphans = int(
-        joined.select(pl.col("parent_span_id").is_not_null() & pl.col("_p").is_null())
-        .to_series()
-        .sum()
-    )
+    parent = _parent_rows(df)
+    orphans = int((df["parent_span_id"].is_not_null().to_numpy() & (parent < 0)).sum())
     if orphans:
         warnings.append(f"{orphans} spans had no parent in the trace and were analysed as roots")
-    parent = joined["_p"].fill_null(-1).to_numpy().astype(np.int64, copy=True)
     n = len(parent)
     self_loops = parent == np.arange(n)
     cut = int(self_loops.sum())
@@ -131,6 +121,46 @@ def _resolve_parents(df: pl.DataFrame, warnings: list[str]) -> np.ndarray:
     if cut:
         warnings.append(f"{cut} parent cycles were broken (a span in each became a root)")
     return parent
+
+
+def _parent_rows(df: pl.DataFrame) -> np.ndarray:
+    """Row of each span's parent in the same trace, -1 if absent.
+
+    Looks up a 64-bit hash of (trace, id) with a sorted NumPy search instead of joining on two
+    strings (several times faster); every match is then checked against the real ids, and an
+    exact string join settles things if a hash collision confused any row.
+    """
+    keys = df.select(
+        (pl.col("span_id").hash(seed=7) ^ pl.col("_trace").hash(seed=11)).alias("k"),
+        (pl.col("parent_span_id").hash(seed=7) ^ pl.col("_trace").hash(seed=11)).alias("pk"),
+    )
+    k = keys["k"].to_numpy()
+    pk = keys["pk"].to_numpy()
+    order = np.argsort(k)
+    sk = k[order]
+    if len(sk) > 1 and bool((sk[1:] == sk[:-1]).any()):
+        return _parent_rows_exact(df)  # two spans share a hash: be exact instead
+    pos = np.searchsorted(sk, pk)
+    pos[pos >= len(sk)] = 0
+    has = (sk[pos] == pk) & df["parent_span_id"].is_not_null().to_numpy() if len(sk) else pk < 0
+    parent = np.where(has, order[pos] if len(sk) else -1, -1).astype(np.int64)
+    matched = (
+        df["span_id"].gather(parent[has]).to_numpy()
+        == df["parent_span_id"].filter(pl.Series(has)).to_numpy()
+    )
+    if not matched.all():
+        return _parent_rows_exact(df)
+    return parent
+
+
+def _parent_rows_exact(df: pl.DataFrame) -> np.ndarray:
+    lookup = df.select(
+        "trace_id", pl.col("span_id").alias("parent_span_id"), pl.col("_i").alias("_p")
+    )
+    joined = df.select("trace_id", "parent_span_id").join(
+        lookup, on=["trace_id", "parent_span_id"], how="left", maintain_order="left"
+    )
+    return joined["_p"].fill_null(-1).to_numpy().astype(np.int64, copy=True)
 
 
 def _break_cycles(parent: np.ndarray, start: np.ndarray, row: np.ndarray) -> int:
@@ -197,10 +227,10 @@ def _children(
 ) -> tuple[np.ndarray, np.ndarray]:
     """CSR children lists without the CONSUMER children of PRODUCER parents (they don't block)."""
     n = len(parent)
-    kind = df["span_kind"].to_numpy()
-    has_parent = parent >= 0
-    edge = np.flatnonzero(has_parent)
-    blocked = (kind[edge] == "consumer") & (kind[parent[edge]] == "producer")
+    consumer = (df["span_kind"] == "consumer").to_numpy()
+    producer = (df["span_kind"] == "producer").to_numpy()
+    edge = np.flatnonzero(parent >= 0)
+    blocked = consumer[edge] & producer[parent[edge]]
     edge = edge[~blocked]
     row = df["_row"].to_numpy()
     order = np.lexsort((row[edge], start[edge], -end[edge], parent[edge]))

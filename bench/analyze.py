@@ -1,0 +1,110 @@
+"""Benchmark: `tracelens analyze` on ~1M spans against a plain DuckDB scan of the same rows.
+
+    python bench/analyze.py [--traces 20000] [--repeat 3] [--db PATH] [--keep]
+
+Writes agent-shaped traces (bench/synth.py, ~50 spans each) into a DuckDB store, then, in the
+same run and each in a fresh process, times
+  * the baseline: ``SELECT * FROM spans`` into an Arrow table,
+  * ``tracelens analyze --db`` with critical paths only (``--no-findings``),
+  * ``tracelens analyze --db`` with the bottleneck finder,
+and prints medians, the ratios to the baseline and each run's peak RSS.
+Targets (2-core machine): analysis within 10x the scan and under 20 s, peak RSS under 3 GB;
+findings within 2x the critical-path-only analysis.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+SCAN = """
+import duckdb, time, resource, json, sys
+t0 = time.perf_counter()
+con = duckdb.connect(sys.argv[1], read_only=True)
+table = con.sql("SELECT * FROM spans").to_arrow_table()
+elapsed = time.perf_counter() - t0
+print(json.dumps({"s": elapsed, "rows": table.num_rows,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+ANALYZE = """
+import time, resource, json, sys
+t0 = time.perf_counter()
+from click.testing import CliRunner
+from tracelens.cli import main
+args = ["analyze", "--db", sys.argv[1], "--format", sys.argv[2], "--out", sys.argv[3]]
+if sys.argv[4] == "0":
+    args.append("--no-findings")
+res = CliRunner().invoke(main, args, catch_exceptions=False)
+assert res.exit_code == 0, res.output
+elapsed = time.perf_counter() - t0
+print(json.dumps({"s": elapsed,
+                  "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+
+def run(code: str, *args: str) -> dict[str, float]:
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], check=True, capture_output=True, text=True
+    )
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--traces", type=int, default=20_000)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--db", default=None, help="store to use (created if missing)")
+    ap.add_argument("--keep", action="store_true", help="keep the generated store")
+    ap.add_argument("--format", default="text", choices=["text", "json"])
+    opts = ap.parse_args()
+
+    tmp = tempfile.mkdtemp(prefix="tracelens-bench-")
+    db = opts.db or os.path.join(tmp, "bench.duckdb")
+    if not Path(db).exists():
+        sys.path.insert(0, str(HERE))
+        from synth import write_store
+
+        t0 = time.perf_counter()
+        n = write_store(db, opts.traces)
+        print(f"wrote {n:,} spans ({opts.traces:,} traces) in {time.perf_counter() - t0:.1f} s")
+    out = os.path.join(tmp, "analysis.out")
+
+    scans, plain, full = [], [], []
+    for _ in range(opts.repeat):  # interleaved, so noise hits all three alike
+        scans.append(run(SCAN, db))
+        plain.append(run(ANALYZE, db, opts.format, out, "0"))
+        full.append(run(ANALYZE, db, opts.format, out, "1"))
+    rows = int(scans[0]["rows"])
+
+    def med(xs: list[dict[str, float]]) -> float:
+        return statistics.median(x["s"] for x in xs)
+
+    def peak(xs: list[dict[str, float]]) -> float:
+        return max(x["rss_mb"] for x in xs)
+
+    s, p, f = med(scans), med(plain), med(full)
+    print(f"spans: {rows:,}   runs: {opts.repeat} (medians)")
+    print(f"{'':34}{'seconds':>9}{'x scan':>9}{'peak RSS MB':>13}")
+    print(f"{'DuckDB scan into Arrow (baseline)':34}{s:9.2f}{1.0:9.2f}{peak(scans):13.0f}")
+    print(f"{'analyze, critical path only':34}{p:9.2f}{p / s:9.2f}{peak(plain):13.0f}")
+    print(f"{'analyze, with findings':34}{f:9.2f}{f / s:9.2f}{peak(full):13.0f}")
+    print(f"findings cost: {f / p:.2f}x the critical-path-only analysis")
+    ok = f < 20 and f / s <= 10 and max(peak(plain), peak(full)) < 3072 and f / p <= 2
+    print("targets (<20 s, <=10x scan, <3 GB, findings <=2x):", "met" if ok else "NOT met")
+    if not opts.keep and not opts.db:
+        Path(db).unlink(missing_ok=True)
+
+
+if __name__ == "__main__":
+    main()
