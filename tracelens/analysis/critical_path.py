@@ -68,15 +68,6 @@ def _walk(
     starts: list[int] = []
     ends: list[int] = []
 
-    def emit(span: int, a: int, b: int) -> None:
-        # Sections come out newest first and contiguous, so a repeat of the last span merges.
-        if spans and spans[-1] == span:
-            starts[-1] = a
-        else:
-            spans.append(span)
-            starts.append(a)
-            ends.append(b)
-
     def new_frame(span: int, ws: int, we: int) -> list:
         # [span, window start, window end, cursor, child list, position, stop]
         a, b = off[span], off[span + 1]
@@ -110,13 +101,24 @@ def _walk(
                 continue  # overlaps the path already walked
             chosen = c
             break
+        # Sections come out newest first and contiguous: a repeat of the last span merges.
         if chosen < 0:
             if ws < cursor:
-                emit(span, ws, cursor)
+                if spans and spans[-1] == span:
+                    starts[-1] = ws
+                else:
+                    spans.append(span)
+                    starts.append(ws)
+                    ends.append(cursor)
             stack.pop()
             continue
         if ce < cursor:
-            emit(span, ce, cursor)
+            if spans and spans[-1] == span:
+                starts[-1] = ce
+            else:
+                spans.append(span)
+                starts.append(ce)
+                ends.append(cursor)
         if cs < ws:
             cs = ws
         frame[3] = cs

@@ -108,7 +108,7 @@ def _with_self_time(df: pl.DataFrame) -> pl.DataFrame:
     kid, p, cs, ce = kid[keep], p[keep], cs[keep], ce[keep]
     order = np.lexsort((cs, p))
     p, cs, ce = p[order], cs[order], ce[order]
-    covered_by_kids = np.zeros(n, dtype=np.float64)
+    covered_by_kids: np.ndarray = np.zeros(n, dtype=np.float64)
     if len(p):
         first = np.ones(len(p), dtype=bool)
         first[1:] = p[1:] != p[:-1]

@@ -1,0 +1,38 @@
+# The README's quickstart: `make demo` (install + run the main job) and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: install demo test test-vllm lint bench sample-report clean
+
+$(STAMP): pyproject.toml instrumentation/pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e ./instrumentation -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## The main job, end to end.
+demo: $(STAMP)
+	$(PY) scripts/demo.py
+
+test: $(STAMP)
+	$(PY) -m pytest -q
+
+test-vllm:
+	bash scripts/test-vllm.sh
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check tracelens instrumentation tests bench
+	$(VENV)/bin/mypy
+
+bench: $(STAMP)
+	$(PY) bench/analyze.py
+
+sample-report: $(STAMP)
+	$(PY) scripts/make_sample_report.py
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis out
