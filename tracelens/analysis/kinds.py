@@ -44,8 +44,19 @@ def inferred_kind() -> pl.Expr:
     oi = _attr(a.OPENINFERENCE_SPAN_KIND).str.to_uppercase()
     span_kind = pl.col("span_kind")
     is_vllm = (pl.col("name") == _VLLM_REQUEST) & _has(a.GEN_AI_LATENCY_TIME_IN_QUEUE)
-    model = op.is_in(sorted(a.GEN_AI_MODEL_OPERATIONS)) | oi.is_in(
-        sorted(a.OPENINFERENCE_MODEL_KINDS)
+    # Beyond the spec's operation names: a span that reports model token usage for itself
+    # (any-agent's "call_llm", LiteLLM, ...) is a model call, unless it is an agent or a tool
+    # step that merely sums its children's usage.
+    usage = _has(
+        a.GEN_AI_USAGE_INPUT_TOKENS,
+        a.GEN_AI_USAGE_OUTPUT_TOKENS,
+        a.GEN_AI_USAGE_PROMPT_TOKENS,
+        a.GEN_AI_USAGE_COMPLETION_TOKENS,
+    ) & ~op.fill_null("").is_in(["invoke_agent", "create_agent", "execute_tool"])
+    model = (
+        op.is_in(sorted(a.GEN_AI_MODEL_OPERATIONS))
+        | oi.is_in(sorted(a.OPENINFERENCE_MODEL_KINDS))
+        | usage
     )
     http_client = _has(a.HTTP_REQUEST_METHOD, a.HTTP_METHOD) & (span_kind == "client")
     # A SERVER or CONSUMER span of an RPC or a message is the receiver's own work, not IO.
