@@ -1,0 +1,203 @@
+"""Pieces every importer shares: field errors with paths, ids, numbers, batching.
+
+Decoders walk plain JSON values (dicts, lists, str, int, float).  A bad value deep inside a document
+raises ``FieldError`` at the leaf; each enclosing loop prepends its part of the path while the error
+travels up, so the user sees ``resourceSpans[0].scopeSpans[1].spans[3].startTimeUnixNano`` without
+the happy path ever building a path string.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+import re
+from typing import Any, Final
+
+import pyarrow as pa
+
+from tracelens.ingest._columns import FastSpanColumns
+from tracelens.schema import conform, empty_spans
+
+# Rows per Arrow chunk: bounds the Python-object memory a large import holds at once.
+CHUNK_ROWS: Final = 65_536
+
+_HEX32 = re.compile(r"[0-9a-fA-F]{32}").fullmatch
+_HEX16 = re.compile(r"[0-9a-fA-F]{16}").fullmatch
+
+
+try:  # orjson parses several times faster; the standard library is the reference
+    import orjson
+
+    _fast_loads: Any = orjson.loads
+except ImportError:  # pragma: no cover - orjson is a dependency
+    _fast_loads = json.loads
+
+
+def loads(data: bytes) -> Any:
+    """Parse JSON; on failure the standard library parses again, for its exact error place and
+    for what it alone accepts (NaN, integers beyond 64 bits)."""
+    try:
+        return _fast_loads(data)
+    except ValueError:
+        return json.loads(data)
+
+
+class FieldError(Exception):
+    """A bad value at ``field`` (a path relative to the object being decoded)."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+    def under(self, prefix: str) -> FieldError:
+        """Re-root the path below ``prefix`` (``spans[3]`` + ``name`` -> ``spans[3].name``)."""
+        if not prefix:
+            return self
+        if not self.field:
+            self.field = prefix
+        elif self.field.startswith("["):
+            self.field = prefix + self.field
+        else:
+            self.field = f"{prefix}.{self.field}"
+        return self
+
+
+def malformed(exc: Exception) -> FieldError:
+    """A structural surprise (a list where an object belongs, ...) caught around one span."""
+    return FieldError("", f"malformed ({type(exc).__name__}: {exc})")
+
+
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+def as_int(value: Any, field: str) -> int:
+    """OTLP JSON writes int64 as strings or numbers; both are accepted, nothing else is."""
+    if type(value) is int:
+        number = value
+    elif type(value) is str:
+        try:
+            number = int(value)
+        except ValueError:
+            raise FieldError(field, f"not an integer: {value!r:.60}") from None
+    elif type(value) is float and value.is_integer():
+        number = int(value)
+    elif value is None:
+        raise FieldError(field, "missing")
+    else:
+        raise FieldError(field, f"not an integer: {value!r:.60}")
+    if not _INT64_MIN <= number <= _INT64_MAX:
+        raise FieldError(field, f"out of the 64-bit integer range: {number}")
+    return number
+
+
+def as_float(value: Any, field: str) -> float:
+    if type(value) in (float, int):
+        return float(value)
+    if type(value) is str:  # proto3 JSON spells NaN and infinities as strings
+        try:
+            return float(value)
+        except ValueError:
+            pass
+    raise FieldError(field, f"not a number: {value!r:.60}")
+
+
+def micros_to_ns(value: Any, field: str) -> int:
+    """Jaeger and Zipkin count microseconds; fractional microseconds are kept to the nanosecond."""
+    if type(value) is float and math.isfinite(value):
+        ns = round(value * 1000)
+    else:
+        ns = as_int(value, field) * 1000
+    if not _INT64_MIN <= ns <= _INT64_MAX:
+        raise FieldError(field, f"out of range in nanoseconds: {value!r:.60}")
+    return ns
+
+
+def as_str(value: Any, field: str) -> str:
+    if type(value) is str:
+        return value
+    if value is None:
+        raise FieldError(field, "missing")
+    raise FieldError(field, f"not a string: {value!r:.60}")
+
+
+def opt_str(value: Any, field: str) -> str | None:
+    return None if value is None else as_str(value, field)
+
+
+def as_list(obj: dict[str, Any], key: str) -> list[Any]:
+    """``obj[key]`` as a list; absent or null is empty (proto3 JSON omits empty repeated fields)."""
+    value = obj.get(key)
+    if value is None:
+        return []
+    if type(value) is not list:
+        raise FieldError(key, "not a list")
+    return value
+
+
+def as_dict(value: Any, field: str) -> dict[str, Any]:
+    if type(value) is not dict:
+        raise FieldError(field, "not an object")
+    return value
+
+
+def norm_trace_id(value: str) -> str:
+    """Lower-case a 32-hex id; anything else is kept as it is (the analysis reports it)."""
+    return value.lower() if _HEX32(value) else value
+
+
+def norm_span_id(value: str) -> str:
+    return value.lower() if _HEX16(value) else value
+
+
+def pad_trace_id(value: str) -> str:
+    """64-bit trace ids (Zipkin, Jaeger) become 128-bit ones the way OpenTelemetry widens them."""
+    if _HEX16(value):
+        return "0" * 16 + value.lower()
+    return norm_trace_id(value)
+
+
+def b64_to_hex(value: str, nbytes: int) -> str | None:
+    """The hex of a base64 id (proto3's generic JSON mapping of ``bytes``), else None."""
+    if len(value) != 4 * ((nbytes + 2) // 3) or not value.endswith("="):
+        return None
+    try:
+        raw = base64.b64decode(value, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+    return raw.hex() if len(raw) == nbytes else None
+
+
+class SpanBatch:
+    """Span columns cut into Arrow chunks so a million-span file never sits in Python lists."""
+
+    def __init__(self, chunk_rows: int = CHUNK_ROWS) -> None:
+        self.cols = FastSpanColumns()
+        self._chunk_rows = chunk_rows
+        self._tables: list[pa.Table] = []
+
+    def tick(self) -> None:
+        """Call after each append: flushes a full chunk to Arrow."""
+        if len(self.cols) >= self._chunk_rows:
+            self._flush()
+
+    def _flush(self) -> None:
+        if len(self.cols):
+            self._tables.append(self.cols.to_arrow())
+            self.cols = FastSpanColumns()
+
+    def extend(self, table: pa.Table) -> None:
+        """Add spans another decoder already turned into a span table."""
+        self._flush()
+        self._tables.append(conform(table))
+
+    def finish(self) -> pa.Table:
+        self._flush()
+        if not self._tables:
+            return empty_spans()
+        if len(self._tables) == 1:
+            return self._tables[0]
+        return pa.concat_tables(self._tables)

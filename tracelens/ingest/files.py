@@ -1,0 +1,269 @@
+"""Reading files and byte strings: gzip, JSON vs JSON Lines vs protobuf, errors with places.
+
+A source is read once, as a stream.  The first non-blank line decides: if it is a whole JSON
+value and more lines follow, the source is JSON Lines (the OpenTelemetry Collector's file exporter
+writes one ExportTraceServiceRequest per line) and is decoded line by line, so a file of any size
+needs memory for one line plus the Arrow table.  Otherwise the rest is read and parsed as one
+document, or, when it is not JSON, handed to the OTLP protobuf decoder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import gzip
+import io
+import json
+import os
+import zlib
+from collections.abc import Callable, Iterator
+from typing import IO, Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tracelens.errors import InputError
+from tracelens.ingest import detect, jaeger, otlp_json, zipkin
+from tracelens.ingest._common import FieldError, SpanBatch, loads
+
+Decoder = Callable[[Any, SpanBatch, list[str]], None]
+
+DECODERS: Final[dict[str, Decoder]] = {
+    detect.OTLP_JSON: otlp_json.decode,
+    detect.JAEGER: jaeger.decode,
+    detect.ZIPKIN: zipkin.decode,
+}
+
+
+def read_path(
+    path: str | os.PathLike[str], input_format: str | None, warnings: list[str]
+) -> pa.Table:
+    """Spans of one file; problems with the file raise ``InputError`` naming it."""
+    source = os.fspath(path)
+    try:
+        raw = open(source, "rb")  # noqa: SIM115 - closed below, after the stream is consumed
+    except FileNotFoundError:
+        raise InputError(source, "no such file") from None
+    except IsADirectoryError:
+        raise InputError(source, "is a directory, not a trace file") from None
+    except OSError as exc:
+        raise InputError(source, f"cannot open: {exc.strerror or exc}") from None
+    with raw:
+        return read_stream(raw, source, input_format, warnings)
+
+
+def read_stream(
+    stream: IO[bytes], source: str, input_format: str | None, warnings: list[str]
+) -> pa.Table:
+    """Spans of one source given as a binary stream (gzip-compressed or not)."""
+    detect.check_format(input_format)
+    buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(_Raw(stream))
+    reader = _Reader(source, input_format, warnings)
+    try:
+        with gc_paused():
+            if detect.is_gzip(buffered.peek(2)):
+                with gzip.GzipFile(fileobj=buffered) as unzipped:
+                    table = reader.read(unzipped)
+            else:
+                table = reader.read(buffered)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise InputError(source, f"corrupt or truncated gzip data ({exc})") from None
+    except OSError as exc:
+        raise InputError(source, f"cannot read: {exc}") from None
+    _warn_odd_ids(table, source, warnings)
+    return table
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while decoding.
+
+    Decoding allocates millions of small acyclic containers; each allocation burst triggers a
+    collection that walks every live object, the growing span columns included, which made
+    imports about twice as slow.  Nothing decoded here forms a cycle, so pausing loses nothing.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class _Reader:
+    """Decodes one source; keeps the warnings and the batch the decoders append to."""
+
+    def __init__(self, source: str, input_format: str | None, warnings: list[str]) -> None:
+        self.source = source
+        self.input_format = input_format
+        self.batch = SpanBatch()
+        self._doc_warnings: list[str] = []
+        self._warnings = warnings
+
+    def read(self, stream: io.BufferedIOBase) -> pa.Table:
+        if self.input_format == detect.OTLP_PROTO:
+            return _proto(stream.read(), self.source, tried_json=False)
+        head: list[bytes] = []
+        lineno = 0
+        for line in stream:
+            lineno += 1
+            head.append(line)
+            if line.strip():
+                break
+        else:
+            raise InputError(self.source, "empty file: no spans")
+        first = head[-1]
+        if not detect.starts_json(first):
+            return self._binary(b"".join(head) + stream.read())
+        doc = _try_json(first)
+        if doc is _NOT_JSON:
+            self._document(self._parse(b"".join(head) + stream.read()), line=None)
+        else:
+            self._document(doc, line=lineno)
+            self._lines(stream, lineno)
+        self._flush_warnings()
+        return self.batch.finish()
+
+    def _lines(self, stream: io.BufferedIOBase, lineno: int) -> None:
+        for line in stream:
+            lineno += 1
+            if not line.strip():
+                continue
+            try:
+                doc = loads(line)
+            except json.JSONDecodeError as exc:
+                raise InputError(
+                    self.source,
+                    f"invalid JSON Lines record: {exc.msg} (column {exc.colno})",
+                    line=lineno,
+                ) from None
+            except UnicodeDecodeError as exc:
+                raise InputError(
+                    self.source, f"not UTF-8 text ({exc.reason})", line=lineno
+                ) from None
+            self._document(doc, line=lineno)
+
+    def _parse(self, data: bytes) -> Any:
+        try:
+            return loads(data)
+        except json.JSONDecodeError as exc:
+            if self.input_format is None and detect.may_be_proto(data):
+                try:
+                    return _ProtoTable(_proto(data, self.source, tried_json=True))
+                except InputError:
+                    pass
+            raise InputError(
+                self.source, f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno
+            ) from None
+        except UnicodeDecodeError as exc:
+            raise InputError(self.source, f"not UTF-8 text ({exc.reason})") from None
+        except RecursionError:
+            raise InputError(self.source, "JSON nested too deeply") from None
+
+    def _document(self, doc: Any, *, line: int | None) -> None:
+        if isinstance(doc, _ProtoTable):
+            self.batch.extend(doc.table)
+            return
+        fmt = self.input_format or detect.json_format(doc)
+        if fmt is None:
+            raise InputError(
+                self.source,
+                f"unrecognised format: {detect.describe(doc)}; {detect.TRIED}",
+                line=line,
+            )
+        try:
+            DECODERS[fmt](doc, self.batch, self._doc_warnings)
+        except FieldError as exc:
+            raise InputError(self.source, exc.message, line=line, field=exc.field or None) from None
+        except RecursionError:
+            raise InputError(self.source, "attribute values nested too deeply", line=line) from None
+
+    def _binary(self, data: bytes) -> pa.Table:
+        if self.input_format in detect.JSON_FORMATS:
+            raise InputError(self.source, f"not JSON, but {self.input_format} is a JSON format")
+        if not detect.may_be_proto(data):
+            first = data.lstrip()[:1].hex() or "nothing"
+            raise InputError(
+                self.source, f"unrecognised format: not JSON (first byte 0x{first}); {detect.TRIED}"
+            )
+        return _proto(data, self.source, tried_json=True)
+
+    def _flush_warnings(self) -> None:
+        seen: set[str] = set()
+        for warning in self._doc_warnings:
+            if warning not in seen:
+                seen.add(warning)
+                self._warnings.append(f"{self.source}: {warning}")
+
+
+class _Raw(io.RawIOBase):
+    """Any binary stream as the raw stream ``io.BufferedReader`` wants (for ``peek``)."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        self._stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self._stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+
+class _NotJson:
+    pass
+
+
+_NOT_JSON: Final = _NotJson()
+
+
+class _ProtoTable:
+    """A protobuf payload that turned up where JSON was expected (it began with ``\\n{``)."""
+
+    def __init__(self, table: pa.Table) -> None:
+        self.table = table
+
+
+def _try_json(line: bytes) -> Any:
+    try:
+        return loads(line)
+    except (ValueError, RecursionError):  # JSONDecodeError, UnicodeDecodeError
+        return _NOT_JSON
+
+
+def _proto(data: bytes, source: str, *, tried_json: bool) -> pa.Table:
+    try:
+        from tracelens.ingest.otlp_proto import decode_export_request
+    except ImportError:
+        raise InputError(
+            source, "OTLP protobuf input needs tracelens.ingest.otlp_proto, which is missing"
+        ) from None
+    try:
+        return decode_export_request(data, source)
+    except InputError as exc:
+        if not tried_json:
+            raise
+        raise InputError(
+            source,
+            f"not JSON, and not valid as OTLP protobuf either: {exc.message}",
+            line=exc.line,
+            field=exc.field,
+        ) from None
+    except Exception as exc:  # the decoder's own failure on hostile bytes must not escape raw
+        raise InputError(source, f"not a valid OTLP protobuf message ({exc})") from None
+
+
+def _warn_odd_ids(table: pa.Table, source: str, warnings: list[str]) -> None:
+    """One line per file when ids are not 32/16 lower-case hex (they are kept as they are)."""
+    if table.num_rows == 0:
+        return
+    good_trace = pc.match_substring_regex(table["trace_id"], "^[0-9a-f]{32}$")
+    good_span = pc.match_substring_regex(table["span_id"], "^[0-9a-f]{16}$")
+    odd = table.num_rows - pc.sum(pc.and_(good_trace, good_span)).as_py()
+    if odd:
+        warnings.append(
+            f"{source}: {odd} spans have trace or span ids that are not 32/16 lower-case hex "
+            "digits (kept as they are)"
+        )

@@ -1,0 +1,303 @@
+"""OTLP/JSON (ExportTraceServiceRequest or TracesData, also inside Jaeger's /api/v3 envelope).
+
+Follows the OTLP/JSON encoding leniently, the way real producers write it: ids in hex of either
+case (lower-cased here; base64 ids from proto3's generic JSON mapping are converted to hex), int64
+as strings or numbers, enums (span kind, status code) as integers or their names.  Attribute values
+keep their types: strings stay strings, every other ``AnyValue`` is handed to ``SpanColumns`` as the
+matching Python value (int, float, bool, bytes, list, dict), which JSON-encodes it losslessly.
+
+Events become ``{time_ns, name, attributes}`` and links ``{trace_id, span_id, attributes}``; the
+OTLP protobuf decoder (``otlp_proto``) produces the same shapes, so a trace reads the same whichever
+way it was encoded.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+from typing import Any, Final
+
+from tracelens_instrumentation import attributes as attrs
+
+from tracelens.ingest._common import (
+    FieldError,
+    SpanBatch,
+    as_dict,
+    as_float,
+    as_int,
+    as_list,
+    as_str,
+    b64_to_hex,
+    malformed,
+    norm_span_id,
+    norm_trace_id,
+    opt_str,
+)
+from tracelens.schema import SPAN_KINDS, STATUS_CODES, json_value
+
+UNKNOWN_SERVICE: Final = "unknown_service"
+
+_KIND_NAMES: Final = {
+    **{f"SPAN_KIND_{k.upper()}": k for k in SPAN_KINDS},
+    **{k.upper(): k for k in SPAN_KINDS},
+}
+_STATUS_NAMES: Final = {
+    **{f"STATUS_CODE_{c.upper()}": c for c in STATUS_CODES},
+    **{c.upper(): c for c in STATUS_CODES},
+}
+
+
+def looks_like(doc: Any) -> bool:
+    """A TracesData / ExportTraceServiceRequest, bare or in a Jaeger v3 ``{"result": ...}``."""
+    if type(doc) is not dict:
+        return False
+    if "resourceSpans" in doc:
+        return True
+    result = doc.get("result")
+    return type(result) is dict and "resourceSpans" in result
+
+
+def decode(doc: Any, batch: SpanBatch, warnings: list[str]) -> None:
+    """Append every span of one OTLP JSON document to ``batch``; bad values raise ``FieldError``."""
+    if type(doc) is dict and "resourceSpans" not in doc and type(doc.get("result")) is dict:
+        try:
+            _request(doc["result"], batch)
+        except FieldError as exc:
+            raise exc.under("result") from None
+        return
+    if type(doc) is not dict or "resourceSpans" not in doc:
+        raise FieldError("resourceSpans", "missing: not an OTLP JSON document")
+    _request(doc, batch)
+
+
+def _request(doc: dict[str, Any], batch: SpanBatch) -> None:
+    for r, rs in enumerate(as_list(doc, "resourceSpans")):
+        try:
+            _resource_spans(as_dict(rs, ""), batch)
+        except FieldError as exc:
+            raise exc.under(f"resourceSpans[{r}]") from None
+
+
+def _resource_spans(rs: dict[str, Any], batch: SpanBatch) -> None:
+    resource = as_dict(rs.get("resource") or {}, "resource")
+    try:
+        res_attrs = attributes(resource.get("attributes"))
+    except FieldError as exc:
+        raise exc.under("resource.attributes") from None
+    svc = res_attrs.get(attrs.SERVICE_NAME)
+    service = UNKNOWN_SERVICE if svc is None or svc == "" else str(svc)
+    res_json = json_value(res_attrs) if res_attrs else None
+    key = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
+    for s, ss in enumerate(as_list(rs, key)):
+        try:
+            _scope_spans(as_dict(ss, ""), service, res_json, batch)
+        except FieldError as exc:
+            raise exc.under(f"{key}[{s}]") from None
+
+
+def _scope_spans(ss: dict[str, Any], service: str, res_json: str | None, batch: SpanBatch) -> None:
+    scope = as_dict(ss.get("scope") or ss.get("instrumentationLibrary") or {}, "scope")
+    scope_name = opt_str(scope.get("name"), "scope.name")
+    scope_version = opt_str(scope.get("version"), "scope.version")
+    for i, span in enumerate(as_list(ss, "spans")):
+        try:
+            _span(as_dict(span, ""), service, res_json, scope_name, scope_version, batch)
+        except FieldError as exc:
+            raise exc.under(f"spans[{i}]") from None
+        except (TypeError, AttributeError, KeyError, ValueError) as exc:
+            raise malformed(exc).under(f"spans[{i}]") from None
+        batch.tick()
+
+
+def _span(
+    span: dict[str, Any],
+    service: str,
+    res_json: str | None,
+    scope_name: str | None,
+    scope_version: str | None,
+    batch: SpanBatch,
+) -> None:
+    parent = span.get("parentSpanId")
+    status = span.get("status")
+    code, message = ("unset", None) if not status else _status(as_dict(status, "status"))
+    try:
+        attributes_ = attributes(span.get("attributes"))
+    except FieldError as exc:
+        raise exc.under("attributes") from None
+    batch.cols.append(
+        trace_id=trace_id(span.get("traceId"), "traceId"),
+        span_id=span_id(span.get("spanId"), "spanId"),
+        parent_span_id=span_id(parent, "parentSpanId") if parent else None,
+        name=as_str(span.get("name", ""), "name"),
+        service=service,
+        span_kind=span_kind(span.get("kind", 0), "kind"),
+        start_ns=as_int(span.get("startTimeUnixNano"), "startTimeUnixNano"),
+        end_ns=as_int(span.get("endTimeUnixNano"), "endTimeUnixNano"),
+        status_code=code,
+        status_message=message,
+        attributes=attributes_,
+        resource_json=res_json,
+        scope_name=scope_name,
+        scope_version=scope_version,
+        events=_events(span) if "events" in span else None,
+        links=_links(span) if "links" in span else None,
+    )
+
+
+def _status(status: dict[str, Any]) -> tuple[str, str | None]:
+    return (
+        status_code(status.get("code", 0), "status.code"),
+        opt_str(status.get("message"), "status.message"),
+    )
+
+
+def trace_id(value: Any, field: str) -> str:
+    tid = norm_trace_id(as_str(value, field))
+    if len(tid) == 24 and (hexed := b64_to_hex(tid, 16)) is not None:
+        return hexed
+    if not tid:
+        raise FieldError(field, "empty")
+    return tid
+
+
+def span_id(value: Any, field: str) -> str:
+    sid = norm_span_id(as_str(value, field))
+    if len(sid) == 12 and (hexed := b64_to_hex(sid, 8)) is not None:
+        return hexed
+    if not sid:
+        raise FieldError(field, "empty")
+    return sid
+
+
+def span_kind(value: Any, field: str) -> str:
+    if type(value) is int and 0 <= value < len(SPAN_KINDS):
+        return SPAN_KINDS[value]
+    if type(value) is str and value.upper() in _KIND_NAMES:
+        return _KIND_NAMES[value.upper()]
+    raise FieldError(field, f"not a span kind: {value!r:.60}")
+
+
+def status_code(value: Any, field: str) -> str:
+    if type(value) is int and 0 <= value < len(STATUS_CODES):
+        return STATUS_CODES[value]
+    if type(value) is str and value.upper() in _STATUS_NAMES:
+        return _STATUS_NAMES[value.upper()]
+    raise FieldError(field, f"not a status code: {value!r:.60}")
+
+
+def attributes(items: Any) -> dict[str, Any]:
+    """A list of ``{key, value: AnyValue}`` as a dict of typed Python values (last key wins)."""
+    out: dict[str, Any] = {}
+    if not items:
+        return out
+    if type(items) is not list:
+        raise FieldError("", "not a list")
+    for j, kv in enumerate(items):
+        try:
+            key, value = kv.get("key"), kv.get("value")
+            if type(key) is str and type(value) is dict:  # the common case, checked inline
+                string = value.get("stringValue")
+                if type(string) is str:
+                    out[key] = string
+                    continue
+            out[as_str(key, "key")] = any_value(value)
+        except FieldError as exc:
+            raise exc.under(f"[{j}]") from None
+        except AttributeError:
+            raise FieldError(f"[{j}]", "not a {key, value} object") from None
+    return out
+
+
+def any_value(v: Any) -> Any:
+    """One OTLP ``AnyValue`` as a Python value (an empty AnyValue is None)."""
+    if type(v) is not dict:
+        if v is None:
+            return None
+        raise FieldError("value", "not an AnyValue object")
+    if "stringValue" in v:
+        return as_str(v["stringValue"], "value.stringValue")
+    if "intValue" in v:
+        return as_int(v["intValue"], "value.intValue")
+    if "doubleValue" in v:
+        return as_float(v["doubleValue"], "value.doubleValue")
+    if "boolValue" in v:
+        if type(v["boolValue"]) is not bool:
+            raise FieldError("value.boolValue", f"not a boolean: {v['boolValue']!r:.60}")
+        return v["boolValue"]
+    if "arrayValue" in v:
+        return _array(v["arrayValue"])
+    if "kvlistValue" in v:
+        try:
+            return attributes(as_dict(v["kvlistValue"] or {}, "").get("values"))
+        except FieldError as exc:
+            raise exc.under("value.kvlistValue.values") from None
+    if "bytesValue" in v:
+        return _bytes(v["bytesValue"])
+    if not v:
+        return None
+    raise FieldError("value", f"unknown AnyValue type: {', '.join(map(str, v))}")
+
+
+def _array(arr: Any) -> list[Any]:
+    values = as_dict(arr or {}, "value.arrayValue").get("values") or []
+    if type(values) is not list:
+        raise FieldError("value.arrayValue.values", "not a list")
+    out = []
+    for k, item in enumerate(values):
+        try:
+            out.append(any_value(item))
+        except FieldError as exc:
+            raise exc.under(f"value.arrayValue.values[{k}]") from None
+    return out
+
+
+def _bytes(value: Any) -> bytes:
+    try:
+        return base64.b64decode(as_str(value, "value.bytesValue"), validate=True)
+    except (binascii.Error, ValueError):
+        raise FieldError("value.bytesValue", "not base64") from None
+
+
+def _events(span: dict[str, Any]) -> list[dict[str, Any]] | None:
+    events = as_list(span, "events")
+    if not events:
+        return None
+    out = []
+    for e, ev in enumerate(events):
+        try:
+            out.append(
+                {
+                    "time_ns": as_int(ev.get("timeUnixNano"), "timeUnixNano"),
+                    "name": as_str(ev.get("name", ""), "name"),
+                    "attributes": _sub_attributes(ev),
+                }
+            )
+        except FieldError as exc:
+            raise exc.under(f"events[{e}]") from None
+    return out
+
+
+def _links(span: dict[str, Any]) -> list[dict[str, Any]] | None:
+    links = as_list(span, "links")
+    if not links:
+        return None
+    out = []
+    for k, link in enumerate(links):
+        try:
+            out.append(
+                {
+                    "trace_id": trace_id(link.get("traceId"), "traceId"),
+                    "span_id": span_id(link.get("spanId"), "spanId"),
+                    "attributes": _sub_attributes(link),
+                }
+            )
+        except FieldError as exc:
+            raise exc.under(f"links[{k}]") from None
+    return out
+
+
+def _sub_attributes(obj: dict[str, Any]) -> dict[str, Any]:
+    try:
+        return attributes(obj.get("attributes"))
+    except FieldError as exc:
+        raise exc.under("attributes") from None
