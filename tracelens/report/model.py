@@ -1,0 +1,323 @@
+"""What a report shows, computed from an ``Analysis``: plain dicts the templates only lay out.
+
+Everything is aggregated before it reaches a template (top-N tables, fixed histogram bins, a few
+waterfalls), so a report over a million spans stays a few hundred kilobytes and renders in
+milliseconds once the analysis is done.  Numbers stay numbers here; ``fmt`` turns them into text.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tracelens.analysis import Analysis, TraceAnalysis
+from tracelens.analysis import summary as s
+from tracelens.analysis.kinds import KINDS
+from tracelens.report import fmt
+
+TOP_OPERATIONS = 20
+TOP_ROOTS = 12
+TOP_CPU = 15
+TOP_FINDINGS = 20
+HEADLINE_FINDINGS = 3
+
+
+def kind_class(kind: Any) -> str:
+    """A CSS class for a kind; anything unexpected is drawn as unknown (never data in markup)."""
+    return kind if kind in KINDS else "unknown"
+
+
+def segments(by_kind: dict[str, float], scale: float) -> list[dict[str, Any]]:
+    """Stacked-bar pieces: width in percent of ``scale``, in the fixed kind order."""
+    out = []
+    for k in KINDS:
+        v = float(by_kind.get(k, 0.0) or 0.0)
+        if v > 0 and scale > 0:
+            out.append({"kind": k, "value": v, "width": 100.0 * v / scale})
+    return out
+
+
+def headline(analysis: Analysis) -> dict[str, Any]:
+    ta = analysis.traces
+    summ = s.summary(ta)
+    tr = ta.traces
+    first = int(tr["start_ns"].min()) if tr.height else None  # type: ignore[arg-type]
+    last = int(tr["end_ns"].max()) if tr.height else None  # type: ignore[arg-type]
+    crit = summ["critical_path_ms"]
+    total = sum(crit.values())
+    return {
+        "traces": summ["traces"],
+        "spans": summ["spans"],
+        "latency": summ["latency_ms"],
+        "critical_ms": crit,
+        "share": summ["critical_path_share"],
+        "share_bar": segments(crit, total),
+        "split_note": summ.get("critical_path_split", ""),
+        "first_ns": first,
+        "last_ns": last,
+        "dominant": max(KINDS, key=lambda k: crit[k]) if total > 0 else None,
+    }
+
+
+def latency_histogram(durations_ms: np.ndarray, bins: int = 40) -> dict[str, Any]:
+    """Fixed-count bins, log-spaced when latencies span more than a factor of 50.
+
+    Geometry is in a 0..100 x 0..100 box; the template scales it with a viewBox.
+    """
+    d = durations_ms[np.isfinite(durations_ms)]
+    if len(d) == 0:
+        return {"bars": [], "ticks": [], "marks": [], "log": False, "max_count": 0}
+    lo, hi = float(d.min()), float(d.max())
+    log = lo > 0 and hi / lo > 50
+    if hi <= lo:  # one latency (or one trace): centre it in a window around it
+        pad = abs(lo) * 0.1 or 1.0
+        lo, hi = max(lo - pad, 0.0), hi + pad
+    if log:
+        edges = np.logspace(math.log10(lo), math.log10(hi), bins + 1)
+    else:
+        edges = np.linspace(lo, hi, bins + 1)
+    edges[0], edges[-1] = lo, hi  # logspace rounds: the extremes must fall inside
+    counts, _ = np.histogram(d, bins=edges)
+    peak = int(counts.max()) if len(counts) else 0
+
+    def x(v: float) -> float:
+        if log:
+            return 100.0 * (math.log10(v) - math.log10(lo)) / (math.log10(hi) - math.log10(lo))
+        return 100.0 * (v - lo) / (hi - lo)
+
+    bars = [
+        {
+            "x": x(float(edges[i])),
+            "w": max(x(float(edges[i + 1])) - x(float(edges[i])), 0.0),
+            "h": 100.0 * int(c) / peak if peak else 0.0,
+            "count": int(c),
+            "lo": float(edges[i]),
+            "hi": float(edges[i + 1]),
+        }
+        for i, c in enumerate(counts)
+    ]
+    pcts = s.percentiles(d)
+    marks = [{"label": k, "value": v, "x": x(min(max(v, lo), hi))} for k, v in pcts.items()]
+    return {
+        "bars": bars,
+        "ticks": [{"x": x(t), "value": t} for t in _ticks(lo, hi, log)],
+        "marks": marks,
+        "log": log,
+        "max_count": peak,
+        "n": len(d),
+    }
+
+
+def axis_ticks(span_ms: float) -> list[float]:
+    """Round tick values from 0 to ``span_ms`` (at most about six)."""
+    if span_ms <= 0:
+        return [0.0]
+    return _ticks(0.0, span_ms, log=False)
+
+
+def _ticks(lo: float, hi: float, log: bool) -> list[float]:
+    if log:
+        out = []
+        e = math.floor(math.log10(lo))
+        while 10**e <= hi * 1.0001:
+            for m in (1, 2, 5):
+                v = m * 10.0**e
+                if lo <= v <= hi:
+                    out.append(v)
+            e += 1
+        return out if len(out) <= 12 else [v for v in out if math.log10(v).is_integer()]
+    span = hi - lo
+    raw = span / 5
+    mag = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    first = math.ceil(lo / step) * step
+    return [round(first + i * step, 9) for i in range(int((hi - first) / step + 1e-9) + 1)]
+
+
+def roots_breakdown(ta: TraceAnalysis, top: int = TOP_ROOTS) -> dict[str, Any]:
+    """Per root operation: mean critical-path time per trace by kind, plus its latency."""
+    kind_cols = [f"{k}_ns" for k in KINDS]
+    dur = pl.col("duration_ns").cast(pl.Float64) / 1e6
+    g = (
+        ta.traces.group_by("root_service", "root_name")
+        .agg(
+            pl.len().alias("count"),
+            (pl.col("duration_ns").sum() / 1e6).alias("total_ms"),
+            dur.quantile(0.5, interpolation="linear").alias("p50_ms"),
+            dur.quantile(0.95, interpolation="linear").alias("p95_ms"),
+            *[(pl.col(c).mean() / 1e6).alias(c) for c in kind_cols],
+        )
+        .sort(
+            ["total_ms", "count", "root_service", "root_name"],
+            descending=[True, True, False, False],
+        )
+    )
+    shown = g.head(top)
+    rows = shown.to_dicts()
+    scale = max((sum(r[c] for c in kind_cols) for r in rows), default=0.0)
+    out = []
+    for r in rows:
+        by_kind = {k: float(r[f"{k}_ns"] or 0.0) for k in KINDS}
+        mean = sum(by_kind.values())
+        out.append(
+            {
+                "service": r["root_service"],
+                "name": r["root_name"],
+                "count": r["count"],
+                "p50_ms": r["p50_ms"],
+                "p95_ms": r["p95_ms"],
+                "mean_ms": mean,
+                "by_kind": by_kind,
+                "segments": segments(by_kind, scale),
+                "share": {k: (v / mean if mean > 0 else 0.0) for k, v in by_kind.items()},
+            }
+        )
+    return {"rows": out, "hidden": g.height - shown.height}
+
+
+def top_operations(ta: TraceAnalysis, top: int = TOP_OPERATIONS) -> dict[str, Any]:
+    ops = s.operations(ta)
+    rows = ops.head(top).to_dicts()
+    peak = max((r["critical_ms"] for r in rows), default=0.0)
+    n_traces = ta.traces.height
+    for r in rows:
+        r["kind"] = kind_class(r["kind"])
+        r["per_trace_ms"] = r["critical_ms"] / n_traces if n_traces else 0.0
+        r["bar"] = 100.0 * r["critical_ms"] / peak if peak > 0 else 0.0
+    return {"rows": rows, "hidden": ops.height - len(rows)}
+
+
+def cpu_split(ta: TraceAnalysis, top: int = TOP_CPU) -> dict[str, Any]:
+    """Each operation's own time (children excluded), on-CPU versus off-CPU by kind."""
+    sp = ta.spans
+    self_ms = pl.col("self_ns").cast(pl.Float64).clip(lower_bound=0) / 1e6
+    g = (
+        sp.group_by("service", "name")
+        .agg(
+            pl.len().alias("count"),
+            self_ms.sum().alias("self_ms"),
+            *[(self_ms * pl.col(f"mix_{k}")).sum().alias(k) for k in KINDS],
+            pl.col("cpu_ns").is_not_null().any().alias("measured"),
+        )
+        .filter(pl.col("self_ms") > 0)
+        .sort(["self_ms", "count", "service", "name"], descending=[True, True, False, False])
+    )
+    rows = g.head(top).to_dicts()
+    peak = max((r["self_ms"] for r in rows), default=0.0)
+    out = []
+    for r in rows:
+        by_kind = {k: float(r[k] or 0.0) for k in KINDS}
+        total = sum(by_kind.values())
+        out.append(
+            {
+                "service": r["service"],
+                "name": r["name"],
+                "count": r["count"],
+                "self_ms": r["self_ms"],
+                "measured": bool(r["measured"]),
+                "segments": segments(by_kind, peak),
+                "cpu_share": by_kind["cpu"] / total if total > 0 else 0.0,
+                "off_ms": total - by_kind["cpu"],
+                "cpu_ms": by_kind["cpu"],
+            }
+        )
+    any_measured = bool(sp.height) and bool(sp["cpu_ns"].is_not_null().any())
+    return {"rows": out, "hidden": g.height - len(rows), "any_measured": any_measured}
+
+
+_TITLES = {
+    "parallelizable": "Run {names} in parallel",
+    "cacheable": "Cache {names}",
+    "retry": "Stop the retries of {names}",
+    "n_plus_one": "Batch the repeated {names} calls",
+}
+_KNOWN_KEYS = {
+    "type",
+    "names",
+    "parent",
+    "traces",
+    "occurrences",
+    "saving_ms",
+    "projected_latency_ms",
+    "evidence",
+}
+
+
+def _names(names: Any) -> str:
+    if isinstance(names, (list, tuple)):
+        items = [str(n) for n in names]
+        if len(items) > 4:
+            items = [*items[:4], f"{len(items) - 4} more"]
+        return ", ".join(items)
+    return str(names) if names is not None else ""
+
+
+def finding_view(f: dict[str, Any]) -> dict[str, Any]:
+    """One finding in words; unknown finding types still show, with their fields listed."""
+    kind = str(f.get("type", "finding"))
+    names = _names(f.get("names"))
+    title = _TITLES.get(kind, kind.replace("_", " ").capitalize() + ": {names}").format(names=names)
+    if kind == "parallelizable" and f.get("parent"):
+        title += f" under {f['parent']}"
+    saving = _mapping(f.get("saving_ms"))
+    projected = _mapping(f.get("projected_latency_ms"))
+    extra = [
+        (k, _scalar(v))
+        for k, v in sorted(f.items())
+        if k not in _KNOWN_KEYS and _scalar(v) is not None
+    ]
+    return {
+        "type": kind,
+        "title": title,
+        "saving_p50": _num(saving.get("p50")),
+        "saving_p95": _num(saving.get("p95")),
+        "projected_p50": _num(projected.get("p50")),
+        "projected_p95": _num(projected.get("p95")),
+        "traces": f.get("traces"),
+        "occurrences": f.get("occurrences"),
+        "evidence": f.get("evidence"),
+        "extra": extra,
+    }
+
+
+def _mapping(v: Any) -> dict[str, Any]:
+    return v if isinstance(v, dict) else {}
+
+
+def _num(v: Any) -> float | None:
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
+def _scalar(v: Any) -> str | None:
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, (int, float)):
+        return fmt.num(v)
+    if isinstance(v, str):
+        return v if len(v) <= 200 else v[:199] + "…"
+    return None
+
+
+def findings(analysis: Analysis) -> dict[str, Any]:
+    views = [finding_view(f) for f in analysis.findings[:TOP_FINDINGS]]
+    return {
+        "top": views[:HEADLINE_FINDINGS],
+        "rows": views,
+        "hidden": max(len(analysis.findings) - TOP_FINDINGS, 0),
+        "total": len(analysis.findings),
+    }
+
+
+def representative(traces: pl.DataFrame, target_ms: float) -> str | None:
+    """The trace whose latency is nearest ``target_ms`` (ties: smallest trace id)."""
+    if traces.height == 0:
+        return None
+    picked = (
+        traces.select("trace_id", (pl.col("duration_ns") / 1e6 - target_ms).abs().alias("_gap"))
+        .sort(["_gap", "trace_id"])
+        .head(1)
+    )
+    return str(picked["trace_id"][0])

@@ -1,0 +1,166 @@
+"""One self-contained HTML file per analysis: inline CSS and SVG, no script, no network.
+
+The page carries a Content-Security-Policy that forbids every fetch and every script, so even a
+template mistake cannot make an opened report reach out or run injected code; Jinja's
+autoescape is the first line of defence for span names and attributes, the policy the second.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import pyarrow as pa
+from markupsafe import Markup
+
+from tracelens.analysis import ANALYSIS_COLUMNS, Analysis, analyze_spans
+from tracelens.analysis.kinds import KINDS
+from tracelens.progress import Progress
+from tracelens.report import fmt, model
+from tracelens.report.waterfall import waterfalls
+
+KIND_LABELS = {
+    "cpu": "CPU",
+    "gpu": "GPU / model",
+    "io": "I/O",
+    "wait": "waiting",
+    "unknown": "unknown",
+}
+
+
+@functools.lru_cache(maxsize=1)
+def environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("tracelens.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(fmt.FILTERS)
+    env.globals.update(
+        KINDS=KINDS,
+        KIND_LABELS=KIND_LABELS,
+        stylesheet=stylesheet(),
+    )
+    return env
+
+
+@functools.lru_cache(maxsize=1)
+def stylesheet() -> Markup:
+    """The package's own CSS, inlined (it is ours, not data, so it is marked safe)."""
+    text = resources.files("tracelens.report").joinpath("static/report.css").read_text("utf-8")
+    return Markup(text)
+
+
+def report_context(
+    analysis: Analysis, *, title: str | None = None, sources: Sequence[str] = ()
+) -> dict[str, Any]:
+    """Everything ``report.html.j2`` shows, aggregated and capped (top-N, a few waterfalls)."""
+    ta = analysis.traces
+    head = model.headline(analysis)
+    return {
+        "title": title or "Agent latency report",
+        "sources": list(sources),
+        "head": head,
+        "histogram": model.latency_histogram(ta.traces["duration_ns"].to_numpy() / 1e6),
+        "roots": model.roots_breakdown(ta),
+        "operations": model.top_operations(ta),
+        "cpu": model.cpu_split(ta),
+        "findings": model.findings(analysis),
+        "waterfalls": waterfalls(analysis),
+        "warnings": list(analysis.warnings),
+        "comparison": None,
+        "index_href": None,
+    }
+
+
+def render_context(template: str, context: dict[str, Any]) -> str:
+    return environment().get_template(template).render(**context)
+
+
+def render_report(
+    analysis: Analysis, *, title: str | None = None, sources: Sequence[str] = ()
+) -> str:
+    """The HTML report of an analysis, as one string (deterministic for the same input)."""
+    return render_context("report.html.j2", report_context(analysis, title=title, sources=sources))
+
+
+def write_report(
+    files: Sequence[str | os.PathLike[str]] = (),
+    *,
+    db: str | None = None,
+    out: str | os.PathLike[str],
+    input_format: str | None = None,
+    keep_going: bool = False,
+    findings: bool = True,
+    title: str | None = None,
+    bar: Progress | None = None,
+) -> tuple[Path, Analysis]:
+    """Load spans from ``files`` (or the store ``db``), analyse them, write the HTML to ``out``.
+
+    Returns the path written and the analysis (its ``errors`` list the files skipped with
+    ``keep_going``).  ``bar`` shows the phases when given.
+    """
+    bar = bar or Progress(enabled=False)
+    spans, notes, errors = load(
+        files, db=db, input_format=input_format, keep_going=keep_going, bar=bar
+    )
+    bar.set_label(f"analysing {spans.num_rows:,} spans")
+    analysis = analyze_spans(spans, findings=findings, warnings=notes)
+    analysis.errors = list(errors)
+    bar.set_label("rendering the report")
+    sources = [os.fspath(f) for f in files] if files else [f"store {db or _default_db()}"]
+    html = render_report(analysis, title=title, sources=sources)
+    path = Path(out)
+    if path.parent and not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(html, encoding="utf-8")
+    return path, analysis
+
+
+def load(
+    files: Sequence[str | os.PathLike[str]],
+    *,
+    db: str | None,
+    input_format: str | None,
+    keep_going: bool,
+    bar: Progress,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+) -> tuple[pa.Table, list[str], list[Exception]]:
+    """Spans for the analysis, file by file so a long load shows how far it got."""
+    from tracelens.api import load_spans
+
+    if not files:
+        bar.set_label(f"reading the store {db or _default_db()}")
+        got = load_spans(db=db, columns=ANALYSIS_COLUMNS, start_ns=start_ns, end_ns=end_ns)
+        return got.spans, list(got.warnings), []
+    tables: list[pa.Table] = []
+    notes: list[str] = []
+    errors: list[Exception] = []
+    bar.total = len(files)
+    for i, f in enumerate(files):
+        bar.set_label(f"reading {os.fspath(f)}")
+        got = load_spans(
+            [f], input_format=input_format, keep_going=keep_going, columns=ANALYSIS_COLUMNS
+        )
+        tables.append(got.spans)
+        notes.extend(got.warnings)
+        notes.extend(f"skipped {e}" for e in got.errors)
+        errors.extend(got.errors)
+        bar.done = i + 1
+    bar.total = None
+    return pa.concat_tables(tables), notes, errors
+
+
+def _default_db() -> str:
+    from tracelens.store import default_db_path
+
+    return default_db_path()
