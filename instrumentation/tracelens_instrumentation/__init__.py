@@ -1,5 +1,12 @@
-"""Light instrumentation for tracelens: importable without DuckDB, Polars or Arrow."""
+"""Light instrumentation for tracelens: ``@trace``, ``configure()``, ``flush()``.
+
+Importable without DuckDB, Polars or Arrow, and cheap to import: the OpenTelemetry SDK and the
+exporters load only when ``configure`` is called.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from tracelens_instrumentation.config import configure, flush
+from tracelens_instrumentation.decorator import trace
+
+__all__ = ["configure", "flush", "trace"]

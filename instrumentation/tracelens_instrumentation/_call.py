@@ -1,0 +1,256 @@
+"""One traced call: its span, its measurements and the attributes written when it ends.
+
+Every step here is guarded: a failure inside the instrumentation is logged (a few times) and the
+application's call goes on untouched.  The user's own exceptions never pass through these
+guards; the wrappers re-raise them unchanged.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import reprlib
+from collections.abc import Callable
+from typing import Any, Final
+
+from opentelemetry import context as otel_context
+from opentelemetry import trace as otel_trace
+from opentelemetry.trace import Status, StatusCode
+
+from tracelens_instrumentation import _runtime, fingerprint, measure
+from tracelens_instrumentation import attributes as attrs
+
+CAPTURE_LIMIT: Final = 2048  # characters of tracelens.args / tracelens.result when captured
+_SELF_NAMES: Final = ("self", "cls")
+_repr = reprlib.Repr()
+_repr.maxstring = 256
+_repr.maxother = 256
+_repr.maxlong = 64
+
+set_span_in_context = otel_trace.set_span_in_context
+attach = otel_context.attach
+detach = otel_context.detach
+
+
+class Spec:
+    """What the decorator knows about a function once, at decoration time."""
+
+    __slots__ = ("capture", "index", "kind", "measured", "name", "positional", "skip", "star")
+
+    def __init__(self, func: Callable[..., Any], kind: str | None, name: str | None, capture: bool):
+        self.kind = kind
+        self.measured = kind is None
+        qualname = getattr(func, "__qualname__", None) or type(func).__name__
+        self.name = name or str(qualname).replace("<locals>.", "")
+        self.capture = capture
+        self.positional: tuple[bytes, ...] = ()
+        self.star = b"*args\0"
+        self.index: dict[str, int] = {}
+        self.skip = False
+        try:
+            params = list(inspect.signature(func).parameters.values())
+        except (TypeError, ValueError):
+            return
+        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        positional = [p.name for p in params if p.kind in kinds]
+        self.skip = bool(positional) and positional[0] in _SELF_NAMES
+        if self.skip:
+            positional = positional[1:]
+        self.positional = tuple(n.encode("utf-8", "surrogatepass") + b"\0" for n in positional)
+        self.index = {p.name: i for i, p in enumerate(params)}
+        for p in params:
+            if p.kind == inspect.Parameter.VAR_POSITIONAL:
+                self.star = b"*" + p.name.encode("utf-8", "surrogatepass") + b"\0"
+
+    def bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> tuple[list[bytes], list[Any]]:
+        """Arguments named by parameter, in parameter order, whether passed by position or name."""
+        if self.skip and args:
+            args = args[1:]
+        names = self.positional
+        if len(args) <= len(names):
+            out_names = list(names[: len(args)])
+            values = list(args)
+        else:
+            out_names = [*names, self.star]
+            values = [*args[: len(names)], list(args[len(names) :])]
+        if kwargs:
+            index = self.index
+            for key in sorted(kwargs, key=lambda k: (index.get(k, 1 << 30), k)):
+                out_names.append(key.encode("utf-8", "surrogatepass") + b"\0")
+                values.append(kwargs[key])
+        return out_names, values
+
+
+class Call(measure.Record):
+    """A Record plus the span it measures and the attributes it will write."""
+
+    token: Any = None
+
+    def __init__(self, spec: Spec, span: Any, values: dict[str, Any]) -> None:
+        super().__init__(spec.measured)
+        self.spec = spec
+        self.span = span
+        self.values = values
+        self.ctx = set_span_in_context(span)
+        ctx = span.get_span_context()
+        self.span_id = ctx.span_id
+        parent_ctx = getattr(span, "parent", None)
+        self.parent = measure.records.get(parent_ctx.span_id) if parent_ctx is not None else None
+        measure.records[self.span_id] = self
+
+
+class Passive:
+    """A span that is not recording (sampled out): kept current so children follow suit."""
+
+    __slots__ = ("span", "token")
+
+    def __init__(self, span: Any, attach_now: bool) -> None:
+        self.span = span
+        self.token = attach(set_span_in_context(span)) if attach_now else None
+
+    def end(self) -> None:
+        try:
+            if self.token is not None:
+                detach(self.token)
+            self.span.end()
+        except Exception:
+            _runtime.complain("end", "tracelens: ending a span failed")
+
+
+def begin(
+    spec: Spec, tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], attach_now: bool
+) -> Call | Passive | None:
+    """Starts the span for a call; None (after logging) if the instrumentation failed."""
+    try:
+        span = tracer.start_span(spec.name)
+        if not span.is_recording():
+            return Passive(span, attach_now)
+        values = _arg_values(spec, args, kwargs)
+        call = Call(spec, span, values)
+        if attach_now:
+            call.token = attach(call.ctx)
+        return call
+    except Exception:
+        _runtime.complain("begin", "tracelens: starting a span failed; the call is not traced")
+        return None
+
+
+def _arg_values(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    names, values = spec.bind(args, kwargs)
+    args_hash, arg_fps = fingerprint.args_fingerprint(names, values)
+    out: dict[str, Any] = {attrs.ARGS_HASH: args_hash}
+    if arg_fps:
+        out[attrs.ARG_FPS] = tuple(arg_fps)
+    if spec.capture:
+        out[attrs.ARGS_VALUE] = _captured_args(names, values)
+    return out
+
+
+def _captured_args(names: list[bytes], values: list[Any]) -> str:
+    shown = {
+        n[:-1].decode("utf-8", "replace"): safe_repr(v) for n, v in zip(names, values, strict=False)
+    }
+    return json.dumps(shown, ensure_ascii=False)[:CAPTURE_LIMIT]
+
+
+def safe_repr(value: Any) -> str:
+    try:
+        return _repr.repr(value)[:CAPTURE_LIMIT]
+    except Exception:
+        return f"<{type(value).__module__}.{type(value).__qualname__}>"
+
+
+def end(
+    call: Call,
+    result: tuple[str, list[str]] | None,
+    raw_result: Any = None,
+    exc: BaseException | None = None,
+) -> None:
+    """Writes the measurements and fingerprints, ends the span, restores the context."""
+    try:
+        if call.suspended:  # a generator closed between items: its last gap ends now
+            now = measure.perf()
+            call.resume(now)
+        else:
+            now = call.last_w if call.last_w and not call.in_step else measure.perf()
+        _write(call, now, result, raw_result, exc)
+    except Exception:
+        _runtime.complain("end", "tracelens: recording a span's measurements failed")
+    finally:
+        _close(call)
+
+
+def _write(
+    call: Call,
+    now: int,
+    result: tuple[str, list[str]] | None,
+    raw_result: Any,
+    exc: BaseException | None,
+) -> None:
+    parent = call.parent
+    if parent is not None:
+        parent.child_close(now, call.thread, call.last_c if call.last_w == now else None)
+    kind, cpu, io, wait = call.finish(now)
+    values = call.values
+    if call.measured:
+        values[attrs.KIND] = kind
+        values[attrs.IO_NS] = io  # always, even 0: their presence marks a measured kind
+        values[attrs.WAIT_NS] = wait
+    else:
+        values[attrs.KIND] = call.spec.kind
+    values[attrs.CPU_NS] = cpu
+    if result is not None:
+        values[attrs.RESULT_HASH] = result[0]
+        if result[1]:
+            values[attrs.RESULT_FPS] = tuple(result[1])
+        if call.spec.capture:
+            values[attrs.RESULT_VALUE] = safe_repr(raw_result)
+    span = call.span
+    if exc is not None:
+        values[attrs.ERROR_TYPE] = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        span.record_exception(exc)
+        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
+    set_attributes(span, values)
+
+
+def set_attributes(span: Any, values: dict[str, Any]) -> None:
+    """``span.set_attributes``, minus the SDK's per-value validation when it cannot matter.
+
+    The SDK validates and copies every value (for 1.45, about a third of a bare span's cost for
+    the handful written here).  Ours are already valid (str, int, tuples of str), so when the
+    span's attribute store is the SDK's ``BoundedAttributes`` with room to spare and no value
+    length limit, they go straight into it; anything else takes the public path.
+    """
+    store = getattr(span, "_attributes", None)
+    raw = getattr(store, "_dict", None)
+    if (
+        type(raw) is dict
+        and getattr(store, "max_value_len", 0) is None
+        and getattr(span, "_end_time", 0) is None
+        and len(raw) + len(values) <= (getattr(store, "maxlen", None) or 1 << 30)
+    ):
+        raw.update(values)
+    else:
+        span.set_attributes(values)
+
+
+def _close(call: Call) -> None:
+    measure.records.pop(call.span_id, None)
+    try:
+        if call.token is not None:
+            detach(call.token)
+            call.token = None
+    except Exception:
+        _runtime.complain("detach", "tracelens: restoring the context failed")
+    try:
+        call.span.end()
+    except Exception:
+        _runtime.complain("end", "tracelens: ending a span failed")
+
+
+def result_of(value: Any) -> tuple[str, list[str]] | None:
+    try:
+        return fingerprint.result_fingerprint(value)
+    except Exception:
+        _runtime.complain("result", "tracelens: fingerprinting a result failed")
+        return None

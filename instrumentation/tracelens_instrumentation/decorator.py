@@ -1,0 +1,368 @@
+"""``@trace``: one decorator for every function shape.
+
+The wrapper keeps the shape of what it wraps (``inspect.iscoroutinefunction``,
+``isgeneratorfunction``, ``isasyncgenfunction`` and ``inspect.signature`` answer as for the
+original, through ``functools.wraps``), returns the value and raises the exception the function
+does, and does nothing but call the function while no tracer provider is installed.
+
+Coroutines and generators are driven step by step (``send``/``throw``/``close`` forwarded as
+``yield from``/``await`` would), so their CPU time is measured only while they run and what they
+wait for can be judged each time they suspend.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import sys
+from collections.abc import AsyncGenerator, Callable, Generator
+from typing import Any, Final, TypeVar, overload
+
+from tracelens_instrumentation import _call, _runtime, classify, fingerprint, measure, sampler
+from tracelens_instrumentation import attributes as attrs
+
+F = TypeVar("F", bound=Callable[..., Any])
+EXPLICIT_KINDS: Final = frozenset(attrs.MEASURED_KINDS)
+
+_perf = measure.perf
+_ident = measure.ident
+_attach = _call.attach
+_detach = _call.detach
+
+
+@overload
+def trace(func: F, /) -> F: ...
+
+
+@overload
+def trace(
+    func: None = None, /, *, kind: str | None = None, name: str | None = None,
+    capture_args: bool = False,
+) -> Callable[[F], F]: ...  # fmt: skip
+
+
+def trace(
+    func: Any = None,
+    /,
+    *,
+    kind: str | None = None,
+    name: str | None = None,
+    capture_args: bool = False,
+) -> Any:
+    """Trace calls of ``func`` as spans.
+
+    ``kind``: ``"cpu"``, ``"gpu"``, ``"io"`` or ``"wait"`` to state where the span's time goes
+    (a GPU step must say so); by default it is measured.  ``name``: the span name (default: the
+    function's qualified name).  ``capture_args``: also export the arguments and the result,
+    truncated (by default only their fingerprints are exported).
+    """
+    if kind is not None and kind not in EXPLICIT_KINDS:
+        raise ValueError(f"trace(kind=...) must be one of {sorted(EXPLICIT_KINDS)}, not {kind!r}")
+    if func is None:
+        return lambda f: _decorate(f, kind, name, capture_args)
+    return _decorate(func, kind, name, capture_args)
+
+
+def _decorate(func: Any, kind: str | None, name: str | None, capture_args: bool) -> Any:
+    if isinstance(func, classmethod):
+        return classmethod(_decorate(func.__func__, kind, name, capture_args))
+    if isinstance(func, staticmethod):
+        return staticmethod(_decorate(func.__func__, kind, name, capture_args))
+    if not callable(func):
+        raise TypeError(f"@trace needs a function, got {type(func).__name__}")
+    spec = _call.Spec(func, kind, name, capture_args)
+    if inspect.isasyncgenfunction(func):
+        wrapper = _wrap_async_gen(func, spec)
+    elif inspect.iscoroutinefunction(func):
+        wrapper = _wrap_async(func, spec)
+    elif inspect.isgeneratorfunction(func):
+        wrapper = _wrap_gen(func, spec)
+    else:
+        wrapper = _wrap_sync(func, spec)
+    sampler.add_boundary(wrapper.__code__)
+    return functools.wraps(func)(wrapper)
+
+
+def _wrap_sync(func: Callable[..., Any], spec: _call.Spec) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        tracer = _runtime.TRACER or _runtime.tracer()
+        if tracer is None:
+            return func(*args, **kwargs)
+        call = _call.begin(spec, tracer, args, kwargs, True)
+        if not isinstance(call, _call.Call):
+            try:
+                return func(*args, **kwargs)
+            finally:
+                if call is not None:
+                    call.end()
+        thread = _ident()
+        call.step_begin(thread)
+        parent = call.parent
+        if parent is not None:
+            parent.child_open(call.step_w, thread, call.step_c)
+        try:
+            result = func(*args, **kwargs)
+        except BaseException as exc:
+            call.step_end()
+            _call.end(call, None, None, exc)
+            raise
+        call.step_end()
+        _call.end(call, _call.result_of(result), result)
+        return result
+
+    return wrapper
+
+
+class _Stepper:
+    """Drives a coroutine one ``send`` at a time for the span measuring it."""
+
+    __slots__ = ("call", "coro")
+
+    def __init__(self, coro: Any, call: _call.Call) -> None:
+        self.coro = coro
+        self.call = call
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        coro, call = self.coro, self.call
+        send, throw, measured = coro.send, coro.throw, call.measured
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            call.step_begin(_ident())
+            call.resume(call.step_w)
+            try:
+                yielded = send(value) if error is None else throw(error)
+            except StopIteration as stop:
+                call.step_end()
+                return stop.value
+            except BaseException:
+                call.step_end()
+                raise
+            call.step_end()
+            call.suspend(call.last_w, _awaiting(coro, yielded, call) if measured else None)
+            try:
+                value = yield yielded
+                error = None
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                value, error = None, exc
+
+
+def _awaiting(obj: Any, yielded: Any, call: _call.Call) -> str | None:
+    try:
+        kind = classify.awaiting(obj, yielded)
+        if kind == classify.DEFER:
+            _judge_later(obj, call)
+            return attrs.WAIT
+        return kind
+    except Exception:
+        return attrs.WAIT
+
+
+def _judge_later(obj: Any, call: _call.Call) -> None:
+    """Judges the suspension again right after the awaited task's first step has run."""
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return
+    step = call.step_no
+    asyncio.get_running_loop().call_soon(_judge_again, obj, call, step)
+
+
+def _judge_again(obj: Any, call: _call.Call, step: int) -> None:
+    if not call.suspended or call.step_no != step:
+        return
+    try:
+        kind = classify.awaiting(obj, None)
+    except Exception:
+        return
+    if kind is not None and kind != classify.DEFER:
+        call.susp_kind = kind
+
+
+def _wrap_async(func: Callable[..., Any], spec: _call.Spec) -> Any:
+    async def wrapper(*args: Any, **kwargs: Any) -> Any:
+        tracer = _runtime.TRACER or _runtime.tracer()
+        if tracer is None:
+            return await func(*args, **kwargs)
+        call = _call.begin(spec, tracer, args, kwargs, True)
+        if not isinstance(call, _call.Call):
+            try:
+                return await func(*args, **kwargs)
+            finally:
+                if call is not None:
+                    call.end()
+        parent = call.parent
+        if parent is not None:
+            parent.child_open(call.t0, _ident(), None)
+        try:
+            result = await _Stepper(func(*args, **kwargs), call)
+        except BaseException as exc:
+            _call.end(call, None, None, exc)
+            raise
+        _call.end(call, _call.result_of(result), result)
+        return result
+
+    return wrapper
+
+
+def _wrap_gen(func: Callable[..., Any], spec: _call.Spec) -> Any:
+    def wrapper(*args: Any, **kwargs: Any) -> Generator[Any, Any, Any]:
+        tracer = _runtime.TRACER or _runtime.tracer()
+        if tracer is None:
+            return (yield from func(*args, **kwargs))
+        call = _call.begin(spec, tracer, args, kwargs, False)
+        if not isinstance(call, _call.Call):
+            try:
+                return (yield from func(*args, **kwargs))
+            finally:
+                if call is not None:
+                    call.end()
+        parent = call.parent
+        if parent is not None:
+            parent.child_open(call.t0, _ident(), None)
+        return (yield from _drive_gen(func(*args, **kwargs), call))
+
+    return wrapper
+
+
+def _drive_gen(gen: Generator[Any, Any, Any], call: _call.Call) -> Generator[Any, Any, Any]:
+    items = fingerprint.StreamFingerprint()
+    value: Any = None
+    error: BaseException | None = None
+    try:
+        while True:
+            call.step_begin(_ident())
+            call.resume(call.step_w)
+            token = _attach(call.ctx)
+            try:
+                item = gen.send(value) if error is None else gen.throw(error)
+            except StopIteration as stop:
+                result = stop.value
+                break
+            finally:
+                _detach(token)
+                call.step_end()
+            call.suspend(call.last_w, attrs.WAIT)  # until the consumer asks for the next item
+            _add(items, item)
+            try:
+                value = yield item
+                error = None
+            except GeneratorExit:
+                gen.close()
+                raise
+            except BaseException as exc:
+                value, error = None, exc
+    except GeneratorExit:
+        _call.end(call, _finish(items))
+        raise
+    except BaseException as exc:
+        _call.end(call, None, None, exc)
+        raise
+    _call.end(call, _finish(items), result)
+    return result
+
+
+def _add(items: fingerprint.StreamFingerprint, item: Any) -> None:
+    try:
+        items.add(item)
+    except Exception:
+        _runtime.complain("result", "tracelens: fingerprinting a yielded item failed")
+
+
+def _finish(items: fingerprint.StreamFingerprint) -> tuple[str, list[str]] | None:
+    try:
+        return items.finish()
+    except Exception:
+        _runtime.complain("result", "tracelens: fingerprinting yielded items failed")
+        return None
+
+
+class _AsyncGenStep:
+    """One ``asend``/``athrow`` of an async generator, driven a ``send`` at a time."""
+
+    __slots__ = ("agen", "call", "error", "value")
+
+    def __init__(
+        self, agen: Any, call: _call.Call | None, value: Any, error: BaseException | None
+    ) -> None:
+        self.agen, self.call, self.value, self.error = agen, call, value, error
+
+    def __await__(self) -> Generator[Any, Any, Any]:
+        agen, call = self.agen, self.call
+        step = agen.asend(self.value) if self.error is None else agen.athrow(self.error)
+        if call is None:
+            return (yield from step.__await__())
+        value: Any = None
+        error: BaseException | None = None
+        while True:
+            call.step_begin(_ident())
+            call.resume(call.step_w)
+            token = _attach(call.ctx)
+            try:
+                yielded = step.send(value) if error is None else step.throw(error)
+            except StopIteration as stop:
+                return stop.value  # the generator yielded an item
+            finally:
+                _detach(token)
+                call.step_end()
+            kind = _awaiting(agen, yielded, call) if call.measured else None
+            call.suspend(call.last_w, kind)
+            try:
+                value = yield yielded
+                error = None
+            except GeneratorExit:
+                step.close()
+                raise
+            except BaseException as exc:
+                value, error = None, exc
+
+
+def _wrap_async_gen(func: Callable[..., Any], spec: _call.Spec) -> Any:
+    async def wrapper(*args: Any, **kwargs: Any) -> AsyncGenerator[Any, Any]:
+        tracer = _runtime.TRACER or _runtime.tracer()
+        began = None if tracer is None else _call.begin(spec, tracer, args, kwargs, False)
+        call = began if isinstance(began, _call.Call) else None
+        if isinstance(began, _call.Passive):
+            began.end()  # sampled out: nothing to record
+        agen = func(*args, **kwargs)
+        if call is not None and call.parent is not None:
+            call.parent.child_open(call.t0, _ident(), None)
+        items = fingerprint.StreamFingerprint() if call is not None else None
+        value: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    item = await _AsyncGenStep(agen, call, value, error)
+                except StopAsyncIteration:
+                    break
+                if call is not None and items is not None:
+                    call.suspend(_perf(), attrs.WAIT)  # until the consumer asks for more
+                    _add(items, item)
+                try:
+                    value = yield item
+                    error = None
+                except GeneratorExit:
+                    await agen.aclose()
+                    raise
+                except BaseException as exc:
+                    value, error = None, exc
+        except GeneratorExit:
+            if call is not None and items is not None:
+                _call.end(call, _finish(items))
+            raise
+        except BaseException as exc:
+            if call is not None:
+                _call.end(call, None, None, exc)
+            raise
+        if call is not None and items is not None:
+            _call.end(call, _finish(items), None)
+
+    return wrapper
+
+
+sampler.add_boundary(_Stepper.__await__.__code__)
+sampler.add_boundary(_AsyncGenStep.__await__.__code__)
+sampler.add_boundary(_drive_gen.__code__)

@@ -1,0 +1,502 @@
+"""Stable fingerprints of argument and result values (``tracelens.args_hash`` and friends).
+
+Why this shape:
+
+* The analyzer links hops by value: hop B consumed hop A's output when one of B's
+  ``tracelens.arg_fps`` equals one of A's ``tracelens.result_fps``.  So a value's fingerprint must
+  not depend on where it sits (top-level argument, nested in a result, yielded by a generator):
+  each container is hashed Merkle-style from its children's digests, and a value's digest is the
+  same wherever it appears.
+* Fingerprints are compared across processes, hosts and Python versions, so they never use
+  ``hash()`` (salted per process) or ``repr()`` (addresses, versions): a canonical, type-tagged
+  byte encoding goes through BLAKE2b.
+* Instrumentation must never break or stall the host: the walk is iterative (no recursion), the
+  number of values visited per argument and the bytes hashed per string are bounded, and nothing
+  the user's objects define is called except ``__dict__`` access of value-like classes.
+
+Encoding (``enc``), each node starting with a one-byte tag:
+
+* ``n`` None; ``t``/``f`` booleans; ``i`` + signed big-endian int; ``d`` + IEEE double (0.0 and
+  NaN canonicalised); ``c`` complex; ``s`` + UTF-8 (surrogates passed) + length; ``y`` bytes.
+* ``l`` sequence (list, tuple, deque), ``m`` mapping (dict; entries sorted by their digests so
+  insertion order does not matter), ``e`` set: child references + count.  A child reference is
+  its digest (16 bytes), or its encoding inline when that is short.
+* ``o`` value-like objects: qualified type name + fields (dataclasses, attrs, pydantic and any
+  class that defines ``__eq__`` and has a ``__dict__``); enums, dates, decimals, UUIDs, paths by
+  their type name and ``str()``.
+* ``a`` numpy arrays and ``array.array`` (C-contiguous): type, format, shape and contents, read
+  through the buffer protocol.
+* ``x`` anything else (sockets, clients, locks, generators, GPU tensors): the qualified type name
+  only.  Such "opaque" values still change ``args_hash`` by type, but are left out of the
+  ``*_fps`` lists, since equal type names say nothing about data flow.
+
+Bounds: ``MAX_NODES`` values per top-level value (children past it are counted, not hashed),
+``MAX_DEPTH`` levels, strings and byte strings longer than ``MAX_BYTES`` hashed from their head,
+tail, length and evenly spaced middle samples.  Values equal in their hashed part therefore get
+equal fingerprints even when they differ beyond the bounds.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Sequence
+from hashlib import blake2b
+from typing import Any, Final
+
+DIGEST_SIZE: Final = 16  # bytes of args_hash / result_hash (32 hex digits)
+FP_SIZE: Final = 8  # bytes of one entry of arg_fps / result_fps (16 hex digits)
+MAX_NODES: Final = 256
+MAX_VECTOR: Final = 16384  # floats of a numeric vector (an embedding), hashed in one go
+MAX_DEPTH: Final = 12
+MAX_BYTES: Final = 16384
+MAX_FPS: Final = 16
+MIN_FP_STR: Final = 8  # shorter strings are too common ("ok", "en") to say anything about flow
+MIN_FP_INT: Final = 1 << 20  # small ints (counts, flags) likewise; ids are usually larger
+_INLINE: Final = 15  # encodings up to this long are referenced inline, not by digest
+_SAMPLES: Final = 16
+_SAMPLE_LEN: Final = 64
+_SEQ_TYPES: Final = (list, tuple, deque)
+_SET_TYPES: Final = (set, frozenset)
+_BUFFER_MODULES: Final = frozenset({"numpy", "array"})
+_STR_MODULES: Final = frozenset(
+    {"datetime", "decimal", "uuid", "fractions", "pathlib", "ipaddress"}
+)
+
+_pack_double = struct.Struct(">d").pack
+_pack_len = struct.Struct(">Q").pack
+
+
+def _digest(data: bytes) -> bytes:
+    # BLAKE2b-512 truncated: stable like any fixed-size variant, and the default constructor
+    # is twice as fast as one with a ``digest_size`` keyword.
+    return blake2b(data).digest()[:DIGEST_SIZE]
+
+
+def _qualname(obj: object) -> str:
+    typ = type(obj)
+    return f"{getattr(typ, '__module__', '?')}.{getattr(typ, '__qualname__', typ.__name__)}"
+
+
+def _sampled(data: Sequence[Any], length: int) -> list[Any]:
+    """Head, tail and evenly spaced middle slices of a long str/bytes: bounded work."""
+    half = MAX_BYTES // 2
+    parts = [data[:half], data[length - half :]]
+    step = (length - MAX_BYTES) // (_SAMPLES + 1)
+    for k in range(1, _SAMPLES + 1):
+        at = half + k * step
+        parts.append(data[at : at + _SAMPLE_LEN])
+    return parts
+
+
+def _enc_str(value: str) -> bytes:
+    n = len(value)
+    if n <= MAX_BYTES:
+        return b"s" + value.encode("utf-8", "surrogatepass")
+    parts = _sampled(value, n)
+    return b"S" + b"\0".join(p.encode("utf-8", "surrogatepass") for p in parts) + _pack_len(n)
+
+
+def _enc_bytes(value: bytes | bytearray | memoryview) -> bytes:
+    data: bytes | bytearray | memoryview = value
+    if isinstance(value, memoryview):
+        data = value if value.ndim == 1 and value.format == "B" else value.cast("B")
+    n = len(data)
+    if n <= MAX_BYTES:
+        return b"y" + bytes(data)
+    return b"Y" + b"\0".join(bytes(p) for p in _sampled(data, n)) + _pack_len(n)
+
+
+def _enc_int(value: int) -> bytes:
+    bits = value.bit_length()
+    if bits > 8 * MAX_BYTES:
+        low = value & ((1 << (8 * MAX_BYTES)) - 1)
+        sign = b"-" if value < 0 else b"+"
+        return b"I" + low.to_bytes(MAX_BYTES, "big") + _pack_len(bits) + sign
+    return b"i" + value.to_bytes(bits // 8 + 1, "big", signed=True)
+
+
+def _enc_float(value: float) -> bytes:
+    if value != value:  # NaN: one encoding for all NaNs
+        return b"dnan"
+    return b"d" + _pack_double(value + 0.0)  # -0.0 + 0.0 == 0.0: equal values, equal bytes
+
+
+def scalar_encoding(value: Any) -> bytes | None:
+    """Encoding of a leaf value, or None for containers and objects."""
+    typ = type(value)
+    if typ is str:
+        return _enc_str(value)
+    if typ is int:
+        return _enc_int(value)
+    if value is None:
+        return b"n"
+    if typ is bool:
+        return b"t" if value else b"f"
+    if typ is float:
+        return _enc_float(value)
+    if typ is bytes or typ is bytearray:
+        return _enc_bytes(value)
+    # Subclasses (IntEnum, numpy scalars that subclass float, str subclasses) fall through to
+    # the generic path so they keep their type in the encoding.
+    return None
+
+
+def _is_candidate_scalar(value: Any, typ: type) -> bool:
+    if typ is str or typ is bytes or typ is bytearray:
+        return len(value) >= MIN_FP_STR
+    if typ is int:
+        return value >= MIN_FP_INT or value <= -MIN_FP_INT
+    return False
+
+
+class Fingerprint:
+    """The digest of one top-level value plus the digests of its content-bearing parts."""
+
+    __slots__ = ("digest", "parts")
+
+    def __init__(self, digest: bytes, parts: list[tuple[int, bytes]]) -> None:
+        self.digest = digest
+        self.parts = parts  # (depth, digest) of candidate values, in walk order
+
+    @property
+    def hex(self) -> str:
+        return self.digest.hex()
+
+
+class _Frame:
+    """A container being walked: its header, its children's references so far, what is left."""
+
+    __slots__ = ("candidate", "depth", "head", "index", "kids", "mode", "refs", "tail")
+
+    def __init__(self, head: bytes, mode: int, kids: list[Any], count: int, depth: int) -> None:
+        self.head = head
+        self.mode = mode  # _SEQ, _KEYED or _SET: how children's references combine
+        self.kids = kids
+        self.index = 0
+        self.refs: list[bytes] = []
+        self.depth = depth
+        self.candidate = count > 0
+        truncated = len(kids) < (2 * count if mode == _KEYED else count)
+        self.tail = _pack_len(count) + (b"!" if truncated else b"")
+
+    def digest(self) -> bytes:
+        refs = self.refs
+        if self.mode == _KEYED:
+            body = b"".join(sorted(refs[i] + refs[i + 1] for i in range(0, len(refs) - 1, 2)))
+        elif self.mode == _SET:
+            body = b"".join(sorted(refs))
+        else:
+            body = b"".join(refs)
+        return _digest(self.head + b"\0" + body + self.tail)
+
+
+_SEQ: Final = 0
+_KEYED: Final = 1
+_SET: Final = 2
+Leaf = tuple[bytes, bool]  # encoding, whether it is content-bearing
+
+
+def _object_fields(value: Any) -> dict[str, Any] | None:
+    """Field values of a value-like object, or None when it has no value semantics."""
+    typ = type(value)
+    fields = getattr(typ, "__dataclass_fields__", None)
+    if isinstance(fields, dict):
+        return {name: getattr(value, name, None) for name in fields}
+    if getattr(typ, "__eq__", object.__eq__) is object.__eq__:
+        return None
+    state = getattr(value, "__dict__", None)
+    return state if type(state) is dict else None
+
+
+def _take(items: Any, room: int, pairs: bool) -> list[Any]:
+    kids: list[Any] = []
+    if pairs:
+        for key, val in items:
+            if len(kids) + 2 > room:
+                break
+            kids.append(key)
+            kids.append(val)
+    else:
+        for item in items:
+            if len(kids) >= room:
+                break
+            kids.append(item)
+    return kids
+
+
+def _open(value: Any, depth: int, budget: list[int]) -> Leaf | _Frame:
+    """A leaf encoding for ``value``, or a frame whose children still need walking."""
+    typ = type(value)
+    enc = scalar_encoding(value)
+    if enc is not None:
+        return enc, _is_candidate_scalar(value, typ)
+    if depth >= MAX_DEPTH:
+        return b"D" + _qualname(value).encode("utf-8", "surrogatepass"), False
+    if isinstance(value, _SEQ_TYPES):
+        if value and type(value[0]) is float:
+            vector = _vector(value)
+            if vector is not None:
+                return vector, True
+        return _frame(b"l", _SEQ, value, len(value), depth, budget)
+    if isinstance(value, dict):
+        return _frame(b"m", _KEYED, dict.items(value), len(value), depth, budget)
+    if isinstance(value, _SET_TYPES):
+        return _frame(b"e", _SET, value, len(value), depth, budget)
+    return _open_object(value, typ, depth, budget)
+
+
+def _vector(value: Any) -> bytes | None:
+    """Encoding of a sequence of floats (embeddings, scores) packed in C, or None if not one."""
+    n = len(value)
+    items = value if n <= MAX_VECTOR else [*value[: MAX_VECTOR // 2], *value[-MAX_VECTOR // 2 :]]
+    try:
+        packed = struct.pack(f">{len(items)}d", *items)
+    except (struct.error, TypeError):
+        return None
+    if any(type(x) is not float for x in items[:: max(1, len(items) // 64)]):
+        return None  # mixed with ints or other numbers: walk it item by item
+    return b"L" + packed + _pack_len(n)
+
+
+def _frame(head: bytes, mode: int, items: Any, count: int, depth: int, budget: list[int]) -> _Frame:
+    kids = _take(items, budget[0], mode == _KEYED)
+    budget[0] -= len(kids)
+    return _Frame(head, mode, kids, count, depth)
+
+
+def _open_object(value: Any, typ: type, depth: int, budget: list[int]) -> Leaf | _Frame:
+    name = _qualname(value).encode("utf-8", "surrogatepass")
+    if isinstance(value, complex):
+        c = complex(value)
+        return b"o" + name + b"\0c" + _pack_double(c.real + 0.0) + _pack_double(c.imag + 0.0), False
+    if isinstance(value, (str, int, float, bytes, bytearray)):
+        # Subclasses of builtins (IntEnum, numpy.float64, str enums): the builtin value + type.
+        enc = scalar_encoding(_builtin(value)) or b""
+        return b"o" + name + b"\0" + enc, _is_candidate_scalar(_builtin(value), _base(value))
+    if isinstance(value, memoryview):
+        return b"o" + name + b"\0" + _enc_bytes(value), value.nbytes >= MIN_FP_STR
+    if getattr(typ, "__module__", "").split(".", 1)[0] in _BUFFER_MODULES:
+        array = _array(value, name)
+        if array is not None:
+            return array
+    if hasattr(typ, "_member_map_"):  # an Enum member: its name says which
+        return b"o" + name + b"\0" + str(getattr(value, "_name_", "")).encode(), False
+    if getattr(typ, "__module__", "").split(".", 1)[0] in _STR_MODULES:
+        text = str(value)
+        return b"o" + name + b"\0" + _enc_str(text), len(text) >= MIN_FP_STR
+    fields = _object_fields(value)
+    if fields is None:
+        return b"x" + name, False
+    return _frame(b"o" + name, _KEYED, fields.items(), len(fields), depth, budget)
+
+
+def _array(value: Any, name: bytes) -> Leaf | None:
+    """numpy arrays and ``array.array`` by dtype, shape and contents (read through the buffer
+    protocol: no copy of a contiguous array, nothing touched on a GPU)."""
+    try:
+        view = memoryview(value)
+    except TypeError:
+        return None
+    if not view.c_contiguous:
+        return None
+    head = f"{view.format}:{view.shape}".encode()
+    return b"a" + name + b"\0" + head + b"\0" + _enc_bytes(view), view.nbytes >= MIN_FP_STR
+
+
+def _base(value: Any) -> type:
+    for base in (bool, int, float, str, bytes):
+        if isinstance(value, base):
+            return base
+    return type(value)
+
+
+def _builtin(value: Any) -> Any:
+    return _base(value)(value)
+
+
+def fingerprint(value: Any) -> Fingerprint:
+    """Digest of ``value`` and of its content-bearing nested values; never raises."""
+    try:
+        return _fingerprint(value)
+    except Exception:  # a hostile __dict__, a buffer that refuses export, ...
+        return Fingerprint(_digest(b"x" + _safe_qualname(value).encode("utf-8", "replace")), [])
+
+
+def _safe_qualname(value: Any) -> str:
+    try:
+        return _qualname(value)
+    except Exception:
+        return "?"
+
+
+def _leaf_ref(leaf: Leaf, depth: int, parts: list[tuple[int, bytes]]) -> bytes:
+    enc, candidate = leaf
+    if not candidate and len(enc) <= _INLINE:
+        return bytes((len(enc),)) + enc
+    digest = _digest(enc)
+    if candidate:
+        parts.append((depth, digest))
+    return b"\xff" + digest
+
+
+def _fingerprint(value: Any) -> Fingerprint:
+    parts: list[tuple[int, bytes]] = []
+    budget = [MAX_NODES]
+    top = _open(value, 0, budget)
+    if not isinstance(top, _Frame):
+        digest = _digest(top[0])
+        return Fingerprint(digest, [(0, digest)] if top[1] else [])
+    stack = [top]
+    while True:
+        frame = stack[-1]
+        if frame.index < len(frame.kids):
+            child = frame.kids[frame.index]
+            is_key = frame.mode == _KEYED and frame.index % 2 == 0
+            frame.index += 1
+            typ = type(child)
+            if typ is str and len(child) < MIN_FP_STR and child.isascii():
+                frame.refs.append(bytes((len(child) + 1,)) + b"s" + child.encode())
+                continue
+            if typ is int and -MIN_FP_INT < child < MIN_FP_INT:
+                enc = b"i" + child.to_bytes(child.bit_length() // 8 + 1, "big", signed=True)
+                frame.refs.append(bytes((len(enc),)) + enc)
+                continue
+            opened = _open(child, frame.depth + 1, budget)
+            if isinstance(opened, _Frame):
+                opened.candidate = opened.candidate and not is_key
+                stack.append(opened)
+            else:
+                leaf = (opened[0], opened[1] and not is_key)
+                frame.refs.append(_leaf_ref(leaf, frame.depth + 1, parts))
+            continue
+        digest = frame.digest()
+        if frame.candidate:
+            parts.append((frame.depth, digest))
+        stack.pop()
+        if not stack:
+            return Fingerprint(digest, parts)
+        stack[-1].refs.append(b"\xff" + digest)
+
+
+def short(digest: bytes) -> str:
+    return digest[:FP_SIZE].hex()
+
+
+def collect_fps(parts: Sequence[list[tuple[int, bytes]]], limit: int = MAX_FPS) -> list[str]:
+    """Short fingerprints of several values' candidate parts: shallow first, unique, bounded."""
+    merged: list[tuple[int, bytes]] = []
+    for value_parts in parts:
+        merged.extend(value_parts)
+    merged.sort()  # shallow first, then by digest: the same set of values, the same list
+    out: list[str] = []
+    seen: set[bytes] = set()
+    for _, digest in merged:
+        if digest in seen:
+            continue
+        seen.add(digest)
+        out.append(short(digest))
+        if len(out) >= limit:
+            break
+    return out
+
+
+def value_ref(value: Any) -> tuple[bytes, list[tuple[int, bytes]]]:
+    """Reference to ``value`` inside a parent encoding, and its candidate parts.
+
+    Short non-candidate scalars (small ints, None, booleans, short strings) are referenced by
+    their encoding, which spares a hash per argument on the common fast path.
+    """
+    enc = scalar_encoding(value)
+    if enc is not None and len(enc) <= _INLINE and not _is_candidate_scalar(value, type(value)):
+        return bytes((len(enc),)) + enc, []
+    fp = fingerprint(value)
+    return b"\xff" + fp.digest, fp.parts
+
+
+_NONE_HEX: Final = _digest(b"n").hex()
+
+
+def _small_int_ref(value: int) -> bytes:
+    enc = b"i" + value.to_bytes(value.bit_length() // 8 + 1, "big", signed=True)
+    return bytes((len(enc),)) + enc
+
+
+_SMALL_INT_REFS: Final = {i: _small_int_ref(i) for i in range(-256, 1025)}
+_NONE_REF: Final = b"\x01n"
+_STR_TAGS: Final = [bytes((n + 1,)) + b"s" for n in range(MIN_FP_STR)]
+
+
+def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str, list[str]]:
+    """``tracelens.args_hash`` and ``tracelens.arg_fps`` of a call bound to parameter names.
+
+    ``names`` are the parameter names UTF-8 encoded with a trailing NUL (precomputed per
+    function).  Small ints, short strings and None, the bulk of arguments, are referenced
+    inline here with precomputed pieces: this runs on every traced call.
+    """
+    chunks: list[bytes] = []
+    parts: list[list[tuple[int, bytes]]] = []
+    small_ints = _SMALL_INT_REFS
+    for name, value in zip(names, values, strict=False):
+        chunks.append(name)
+        typ = type(value)
+        if typ is int:
+            ref = small_ints.get(value)
+            if ref is not None:
+                chunks.append(ref)
+                continue
+        elif typ is str and len(value) < MIN_FP_STR and value.isascii():
+            chunks.append(_STR_TAGS[len(value)] + value.encode())
+            continue
+        elif value is None:
+            chunks.append(_NONE_REF)
+            continue
+        ref, value_parts = value_ref(value)
+        chunks.append(ref)
+        if value_parts:
+            parts.append(value_parts)
+    digest = blake2b(b"A" + b"".join(chunks)).digest()[:DIGEST_SIZE]
+    return digest.hex(), collect_fps(parts) if parts else []
+
+
+def result_fingerprint(value: Any) -> tuple[str, list[str]]:
+    """``tracelens.result_hash`` and ``tracelens.result_fps`` of a return value."""
+    if value is None:  # fast paths: the most common results
+        return _NONE_HEX, []
+    typ = type(value)
+    if typ is int and -MIN_FP_INT < value < MIN_FP_INT:
+        enc = b"i" + value.to_bytes(value.bit_length() // 8 + 1, "big", signed=True)
+        return blake2b(enc).digest()[:DIGEST_SIZE].hex(), []
+    if typ is str and len(value) < MIN_FP_STR and value.isascii():
+        return blake2b(b"s" + value.encode()).digest()[:DIGEST_SIZE].hex(), []
+    fp = fingerprint(value)
+    return fp.hex, collect_fps([fp.parts]) if fp.parts else []
+
+
+class StreamFingerprint:
+    """Fingerprint of the items a generator yields, equal to that of the list of those items
+    as long as there are at most ``MAX_NODES`` of them (later items are counted, not hashed)."""
+
+    __slots__ = ("_count", "_hash", "_parts")
+
+    def __init__(self) -> None:
+        self._hash = blake2b(b"l\0")
+        self._count = 0
+        self._parts: list[tuple[int, bytes]] = []
+
+    def add(self, item: Any) -> None:
+        self._count += 1
+        if self._count > MAX_NODES:
+            return
+        ref, parts = value_ref(item)
+        self._hash.update(ref)
+        if parts and len(self._parts) < 4 * MAX_FPS:
+            self._parts.extend((depth + 1, digest) for depth, digest in parts)
+
+    def finish(self) -> tuple[str, list[str]]:
+        tail = _pack_len(self._count) + (b"!" if self._count > MAX_NODES else b"")
+        h = self._hash.copy()
+        h.update(tail)
+        digest = h.digest()[:DIGEST_SIZE]
+        parts = [(0, digest), *self._parts] if self._count else self._parts
+        return digest.hex(), collect_fps([parts])

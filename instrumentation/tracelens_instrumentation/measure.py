@@ -1,0 +1,278 @@
+"""Per-span bookkeeping of on-CPU time and of off-CPU time split into io and wait.
+
+A ``Record`` lives as long as one span of the decorator.  Its execution comes in *steps*: the
+whole call for a plain function, each ``send`` for a coroutine or generator.  On-CPU time is the
+thread CPU clock summed over steps, so a coroutine is not charged for the time it sits suspended
+(nor for other tasks that run meanwhile), and a generator only while it runs.
+
+*Self time* is the span's duration minus the time covered by its child spans (ours, and those of
+other OpenTelemetry instrumentations, reported by ``children.ChildTracker``).  Two gated clocks
+measure the covered part exactly: covered wall time runs while at least one child is open, and
+covered CPU time counts this span's own CPU only while a child is open.  Then
+
+* ``self_cpu = cpu - covered_cpu`` (clamped to ``[0, self_wall]``);
+* ``self_off = self_wall - self_cpu``: the time suspended (a coroutine awaiting, a generator
+  between items) is known exactly and judged by what was awaited (``classify.awaiting``;
+  generator gaps wait for the consumer); the rest happened inside steps, where the stack
+  sampler saw the thread blocked on io, waiting, or off-CPU in plain Python code (the GIL:
+  CPU side), and the kernel's run delay says how much was preemption, which is shared out in
+  proportion to what the steps were doing.  Steps too short to be sampled: wait.
+
+What is written: ``tracelens.cpu_ns`` = ``cpu`` (children running inline on the same thread
+included, per attributes.md); ``tracelens.io_ns`` and ``tracelens.wait_ns``, the self off-CPU
+time blocked on io and waiting (so ``self time - io_ns - wait_ns`` is the CPU side: on-CPU,
+waiting for the GIL, preempted while computing); ``tracelens.kind`` = the largest of that CPU
+side, io and wait.  Spans with an explicit kind get ``kind`` and ``cpu_ns`` only.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Final
+
+from tracelens_instrumentation import attributes as attrs
+
+perf = time.perf_counter_ns
+thread_cpu = time.thread_time_ns
+ident = threading.get_ident
+
+# Live records by span id, so children (ours or other instrumentations') find their parent.
+records: dict[int, Record] = {}
+RUN: Final = "run"  # evidence: kernel run delay (preempted, waiting for a CPU)
+# Records currently executing a step, per thread, innermost last: what the sampler inspects.
+stacks: dict[int, list[Record]] = {}
+
+_local = threading.local()
+_linux = sys.platform.startswith("linux")
+
+
+def native_id() -> int:
+    """This thread's kernel id, cached per thread (thread-local, so never stale)."""
+    tid: int = getattr(_local, "tid", 0)
+    if not tid:
+        tid = _local.tid = threading.get_native_id()
+    return tid
+
+
+def other_thread_cpu(tid: int) -> int | None:
+    """CPU clock of another thread by kernel id (Linux), or None where that cannot be read.
+
+    The clock id is computed the way the kernel defines it (``MAKE_THREAD_CPUCLOCK``) rather
+    than through ``pthread_getcpuclockid``, which must not be given a thread that may have
+    exited meanwhile; a stale id here just fails with EINVAL.
+    """
+    if not _linux or tid <= 0:
+        return None
+    try:
+        return time.clock_gettime_ns(((~tid) << 3) | 6)
+    except OSError:
+        return None
+
+
+class Record:
+    """Clocks and evidence of one span.  No ``__slots__``: the counters default to class
+    attributes, so creating a record (once per traced call) writes only what differs."""
+
+    thread = native = 0
+    cpu = 0
+    in_step = False
+    step_w = step_c = step_no = 0
+    last_w = last_c = 0
+    open = 0
+    cov_w = cov_c = mark_w = mark_c = 0
+    io = wait = gil = run = 0  # off-CPU seen by the sampler while running a step
+    sw_io = sw_wait = 0  # suspended (coroutines, generators): measured exactly
+    susp_t = susp_cov = 0
+    susp_kind: str | None = None
+    suspended = False
+    samp_w = samp_c = samp_step = 0
+    ended = False
+
+    def __init__(self, measured: bool) -> None:
+        self.measured = measured  # False for an explicit kind: CPU only, no io/wait evidence
+        self.t0 = perf()
+
+    # -- clocks ---------------------------------------------------------------------------
+    def cpu_now(self, thread: int, reading: int | None) -> int:
+        """This span's CPU so far, read from any thread (``reading``: that thread's clock)."""
+        if not self.in_step:
+            return self.cpu
+        if thread == self.thread:
+            now = reading if reading is not None else thread_cpu()
+        else:
+            other = other_thread_cpu(self.native)
+            if other is None:
+                return self.cpu
+            now = other
+        return self.cpu + now - self.step_c
+
+    def covered_at(self, now: int) -> int:
+        return self.cov_w + (now - self.mark_w if self.open else 0)
+
+    # -- children -------------------------------------------------------------------------
+    def child_open(self, now: int, thread: int, reading: int | None) -> None:
+        if self.ended:
+            return
+        if not self.open:
+            self.mark_w = now
+            self.mark_c = self.cpu_now(thread, reading)
+        self.open += 1
+
+    def child_close(self, now: int, thread: int, reading: int | None) -> None:
+        if self.ended or not self.open:
+            return
+        self.open -= 1
+        if not self.open:
+            self.cov_w += now - self.mark_w
+            self.cov_c += max(0, self.cpu_now(thread, reading) - self.mark_c)
+
+    # -- steps ----------------------------------------------------------------------------
+    def step_begin(self, thread: int) -> None:
+        if self.measured and _parked[0]:
+            _wake[0]()  # before the clocks are read: waking the sampler is not this span's time
+        self.thread = thread
+        self.native = getattr(_local, "tid", 0) or native_id()
+        self.step_no += 1
+        # CPU clock read outside the wall clock reads, at both ends: the clock reads themselves
+        # count as on-CPU, so a function that never blocks shows no off-CPU time.
+        self.step_c = thread_cpu()
+        self.step_w = now = perf()
+        if self.step_no == 1:
+            self.t0 = now  # the span's own time starts with its first step
+        self.in_step = True
+        if self.measured:
+            stack = stacks.get(thread)
+            if stack is None:
+                stack = stacks[thread] = []
+            stack.append(self)
+
+    def step_end(self) -> None:
+        self.last_w = perf()
+        self.last_c = c = thread_cpu()
+        self.cpu += c - self.step_c
+        self.in_step = False
+        if self.measured:
+            stack = stacks.get(self.thread)
+            if stack:  # (an emptied list stays: a thread's next call reuses it)
+                if stack[-1] is self:
+                    stack.pop()
+                else:
+                    _remove(stack, self)
+
+    def suspend(self, now: int, kind: str | None) -> None:
+        """The span stops running until ``resume``; ``kind`` None: a child span has the time."""
+        self.susp_t = now
+        self.susp_kind = kind
+        self.susp_cov = self.covered_at(now)
+        self.suspended = True
+
+    def resume(self, now: int) -> None:
+        if not self.suspended:
+            return
+        self.suspended = False
+        kind = self.susp_kind
+        if kind is None:
+            return
+        own = (now - self.susp_t) - (self.covered_at(now) - self.susp_cov)
+        if own > 0:
+            if kind == attrs.IO:
+                self.sw_io += own
+            else:
+                self.sw_wait += own
+
+    def evidence(self, kind: str, amount: int) -> None:
+        """Off-CPU time seen by samples: blocked on io, waiting, or on the CPU side (``cpu``:
+        off-CPU in plain Python code, i.e. waiting for the GIL); ``RUN``: kernel run delay."""
+        if kind == attrs.IO:
+            self.io += amount
+        elif kind == attrs.WAIT:
+            self.wait += amount
+        elif kind == attrs.CPU:
+            self.gil += amount
+        else:
+            self.run += amount
+
+    # -- result ---------------------------------------------------------------------------
+    def finish(self, now: int) -> tuple[str, int, int, int]:
+        """(kind, cpu_ns, io_ns, wait_ns) as written on the span; see the module docstring."""
+        if self.open:
+            self.cov_w += now - self.mark_w
+            self.cov_c += max(0, self.cpu - self.mark_c)
+            self.open = 0
+        self.ended = True
+        self_wall = max(0, now - self.t0 - self.cov_w)
+        self_cpu = min(max(0, self.cpu - self.cov_c), self_wall)
+        off = self_wall - self_cpu
+        if not (self.sw_io or self.sw_wait or self.io or self.wait or self.gil):
+            # Nothing suspended or sampled (most short calls): off-CPU time is wait.
+            return (attrs.CPU if self_cpu >= off else attrs.WAIT), self.cpu, 0, off
+        # Suspended time is known exactly and by kind; the rest of the off-CPU time happened
+        # inside steps, where samples saw it blocked on io, waiting, or off-CPU in plain Python
+        # (the GIL), and the kernel's run delay tells how much of it was preemption.
+        suspended = self.sw_io + self.sw_wait
+        if suspended > off:  # clock granularity: scale the suspensions into what there is
+            sus_io = off * self.sw_io // suspended
+            sus_wait = off - sus_io
+        else:
+            sus_io, sus_wait = self.sw_io, self.sw_wait
+        in_step = off - sus_io - sus_wait
+        in_cpu, in_io, in_wait = _split_in_step(
+            in_step, self_cpu, self.io, self.wait, self.gil, self.run
+        )
+        io = sus_io + in_io
+        wait = sus_wait + in_wait
+        cpu_side = self_cpu + in_cpu
+        if cpu_side >= io and cpu_side >= wait:
+            kind = attrs.CPU
+        else:
+            kind = attrs.IO if io >= wait else attrs.WAIT
+        return kind, self.cpu, io, wait
+
+
+def _split_in_step(
+    off: int, on_cpu: int, io: int, wait: int, gil: int, run: int
+) -> tuple[int, int, int]:
+    """Off-CPU time inside steps as (cpu side, io, wait), from sampled evidence.
+
+    Samples classified the off-CPU time they saw by stack (``io``, ``wait``, ``gil``: plain
+    Python code, waiting for the GIL); ``run`` is the kernel's run delay over those intervals,
+    the part that was preemption.  Preemption stretches whatever the thread was doing, so it
+    is shared out in proportion to the activities of the steps (on-CPU and GIL count as CPU):
+    a sleep delayed by an overloaded machine stays a wait, a preempted loop stays CPU.
+    Without samples (steps shorter than a tick), off-CPU time counts as wait.
+    """
+    seen = io + wait + gil
+    if seen <= 0 or off <= 0:
+        return 0, 0, max(0, off)
+    preempted = off * min(run, seen) // seen
+    rest = off - preempted
+    rest_io = rest * io // seen
+    rest_cpu = rest * gil // seen
+    rest_wait = rest - rest_io - rest_cpu
+    weight = on_cpu + rest_cpu + rest_io + rest_wait
+    if weight <= 0:
+        return preempted + rest_cpu, rest_io, rest_wait
+    run_io = preempted * rest_io // weight
+    run_wait = preempted * rest_wait // weight
+    run_cpu = preempted - run_io - run_wait
+    return rest_cpu + run_cpu, rest_io + run_io, rest_wait + run_wait
+
+
+def _remove(stack: list[Record], rec: Record) -> None:
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i] is rec:
+            del stack[i]
+            return
+
+
+def _noop() -> None:
+    return None
+
+
+# Set by the sampler module: whether it is parked, and how to wake it (kept here so that the
+# hot path reads a list cell instead of importing the sampler).
+_parked: list[bool] = [False]
+_wake: list[Callable[[], None]] = [_noop]

@@ -1,0 +1,194 @@
+"""Low-rate stack sampling of threads that are inside a measured span.
+
+Why: a thread blocked in ``recv`` and a thread sleeping look the same to the CPU clock (both are
+off-CPU); only their stacks tell io from wait.  Every ``INTERVAL_S`` (5 ms, override with
+``TRACELENS_SAMPLE_INTERVAL_MS``) a daemon thread looks at each thread's innermost measured
+span that is executing a step, reads that thread's CPU clock (by kernel thread id, Linux), and
+when the thread spent part of the interval off-CPU, charges that part to io, wait or the CPU
+side according to ``classify.blocked_in`` of its current stack.  The exact off-CPU total comes
+from the clocks at the end of the span; samples only set the proportions.  The kernel's run
+delay over the same intervals (``/proc/self/task/TID/schedstat``: runnable, waiting for a CPU)
+says how much of it was preemption rather than blocking (see ``measure._split_in_step``).
+
+Cost: nothing while no measured span is running (the thread parks after a second of idleness);
+otherwise one ``sys._current_frames()``, one clock read and one ``schedstat`` read per active
+thread per tick.  Limits: blocking shorter than a tick may go unsampled (it then counts as
+wait); platforms without per-thread CPU clocks (non-Linux) get no samples.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+import time
+import types
+from typing import Final
+
+from tracelens_instrumentation import classify, measure
+
+INTERVAL_S: Final = max(0.001, float(os.environ.get("TRACELENS_SAMPLE_INTERVAL_MS", "5")) / 1000)
+PARK_AFTER_NS: Final = 1_000_000_000
+MIN_OFF_NS: Final = 100_000
+
+_lock = threading.Lock()
+_event = threading.Event()
+_thread: threading.Thread | None = None
+_boundaries: set[types.CodeType] = set()
+_frozen: list[frozenset[types.CodeType]] = [frozenset()]
+_installed: list[bool] = [False]
+_last_delay: dict[int, int] = {}  # kernel thread id -> its run delay at the previous tick
+
+
+def add_boundary(code: types.CodeType) -> None:
+    """A wrapper's code object: a stack walk reaching it has left the innermost span."""
+    _boundaries.add(code)
+    _frozen[0] = frozenset(_boundaries)
+    classify.register_stop(code)
+
+
+def wake() -> None:
+    """Called on the hot path when the sampler is parked and a measured step begins."""
+    measure._parked[0] = False
+    _event.set()
+    if _thread is None or not _thread.is_alive():
+        _start()
+
+
+def _start() -> None:
+    global _thread
+    with _lock:
+        if _thread is None or not _thread.is_alive():
+            _thread = threading.Thread(target=_run, name="tracelens-sampler", daemon=True)
+            _thread.start()
+
+
+def _run() -> None:
+    _event.wait()
+    _event.clear()
+    idle_since: int | None = None
+    while True:
+        time.sleep(INTERVAL_S)
+        try:
+            busy = tick()
+        except Exception:  # never let a sampling bug kill the thread or reach the app
+            busy = False
+        now = time.monotonic_ns()
+        if busy:
+            idle_since = None
+            continue
+        if idle_since is None:
+            idle_since = now
+            continue
+        if now - idle_since < PARK_AFTER_NS:
+            continue
+        _prune()
+        _park()
+        idle_since = None
+
+
+def _park() -> None:
+    measure._parked[0] = True
+    if _has_work():  # a step began between our last tick and parking: stay up
+        measure._parked[0] = False
+        return
+    _event.clear()
+    if _has_work():
+        measure._parked[0] = False
+        return
+    _event.wait()
+
+
+def _has_work() -> bool:
+    return any(list(measure.stacks.values()))  # list(): a C-level copy, safe while others write
+
+
+def _prune() -> None:
+    """Drops the emptied stacks of threads that are gone."""
+    alive = sys._current_frames()
+    for thread, stack in list(measure.stacks.items()):
+        if not stack and thread not in alive:
+            measure.stacks.pop(thread, None)
+
+
+def tick() -> bool:
+    """One sampling round; False when no measured span was running."""
+    active = [(thread, stack[-1]) for thread, stack in list(measure.stacks.items()) if stack]
+    if not active:
+        return False
+    frames = sys._current_frames()
+    now = measure.perf()
+    stops = _frozen[0]
+    for thread, rec in active:
+        _sample(thread, rec, now, frames.get(thread), stops)
+    return True
+
+
+def _sample(
+    thread: int,
+    rec: measure.Record,
+    now: int,
+    frame: types.FrameType | None,
+    stops: frozenset[types.CodeType],
+) -> None:
+    if not rec.in_step:
+        return
+    cpu = measure.other_thread_cpu(rec.native)
+    if cpu is None:
+        return
+    if rec.samp_step == rec.step_no:
+        prev_w, prev_c = rec.samp_w, rec.samp_c
+    else:
+        prev_w, prev_c = rec.step_w, rec.step_c
+    rec.samp_step, rec.samp_w, rec.samp_c = rec.step_no, now, cpu
+    delay = run_delay(rec.native)
+    prev_delay = _last_delay.get(rec.native)
+    if delay is not None:
+        if len(_last_delay) > 4096:
+            _last_delay.clear()
+        _last_delay[rec.native] = delay
+    if rec.open or frame is None:
+        return
+    if delay is not None and prev_delay is not None:
+        # The kernel adds a wait for a CPU to the run delay only when the thread runs again,
+        # so the delay and the off-CPU time it explains may fall in different intervals:
+        # both are summed over the span and compared at its end (measure.Record.finish).
+        rec.evidence(measure.RUN, min(now - prev_w, max(0, delay - prev_delay)))
+    off = (now - prev_w) - (cpu - prev_c)
+    if off >= MIN_OFF_NS:
+        rec.evidence(classify.blocked_in(frame, stops), off)
+
+
+def run_delay(tid: int) -> int | None:
+    """Nanoseconds a thread has spent runnable but waiting for a CPU (Linux schedstat)."""
+    try:
+        fd = os.open(f"/proc/self/task/{tid}/schedstat", os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        return int(os.read(fd, 256).split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+    finally:
+        os.close(fd)
+
+
+def _after_fork() -> None:
+    global _thread
+    _thread = None
+    _last_delay.clear()
+    measure._parked[0] = True
+    measure.stacks.clear()
+
+
+def install() -> None:
+    """Wires the hot path to this sampler (done once, when tracing becomes active)."""
+    if _installed[0]:
+        return
+    _installed[0] = True
+    measure._wake[0] = wake
+    measure._parked[0] = True
+    _start()
+    with contextlib.suppress(AttributeError):
+        os.register_at_fork(after_in_child=_after_fork)

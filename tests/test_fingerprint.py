@@ -1,0 +1,325 @@
+"""Fingerprints: stable across processes and versions, value-based, bounded, never raising."""
+
+from __future__ import annotations
+
+import array
+import asyncio
+import dataclasses
+import datetime
+import decimal
+import enum
+import math
+import socket
+import sys
+import threading
+import uuid
+from collections import OrderedDict, deque
+from pathlib import PurePosixPath
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from test_instrumentation_helpers import attrs, named, ok, run_python, spans
+from tracelens_instrumentation import attributes as A
+from tracelens_instrumentation import trace
+from tracelens_instrumentation.fingerprint import (
+    MAX_BYTES,
+    MAX_NODES,
+    StreamFingerprint,
+    args_fingerprint,
+    result_fingerprint,
+)
+
+__all__ = ["spans"]
+
+
+@dataclasses.dataclass
+class Doc:
+    text: str
+    score: float
+
+
+class Color(enum.Enum):
+    RED = 1
+    BLUE = 2
+
+
+def rh(value: Any) -> str:
+    return result_fingerprint(value)[0]
+
+
+def fps(value: Any) -> list[str]:
+    return result_fingerprint(value)[1]
+
+
+GOLDEN_CODE = """
+from tracelens_instrumentation.fingerprint import result_fingerprint, args_fingerprint
+values = [None, 7, "hello world", [1, "two", 3.0], {"b": [1, 2], "a": "xxxxxxxxxxxx"},
+          {"set", "of", "strings", "whose", "order", "depends", "on", "the", "hash", "seed"},
+          frozenset(range(50)), {"k" + str(i): i for i in range(40)}]
+for v in values:
+    print(result_fingerprint(v)[0], ",".join(result_fingerprint(v)[1]))
+print(args_fingerprint([b"a\\0", b"b\\0"], [1, "x"])[0])
+"""
+
+
+def test_stable_across_processes_and_hash_seeds() -> None:
+    outputs = {
+        ok(run_python(GOLDEN_CODE, env={"PYTHONHASHSEED": seed})) for seed in ("0", "1", "12345")
+    }
+    assert len(outputs) == 1
+    lines = outputs.pop().splitlines()
+    assert lines[4].split()[0] == "1101429e272671f08ee15137aaccfc70"
+
+
+def test_pinned_values() -> None:
+    # Computed once and written down; any change of encoding breaks comparisons with stored data.
+    assert rh({"b": [1, 2], "a": "xxxxxxxxxxxx"}) == "1101429e272671f08ee15137aaccfc70"
+    assert rh([1, 2, "hello world"]) == "84f5b6257b0070241b00805d426a3472"
+    assert args_fingerprint([b"a\0", b"b\0"], [1, "x"])[0] == "ff45da5bd8a5c440b17a004adc8dad47"
+
+
+def test_equal_values_equal_fingerprints() -> None:
+    assert rh({"a": 1, "b": 2}) == rh({"b": 2, "a": 1}) == rh(OrderedDict(b=2, a=1))
+    # A JSON round trip turns tuples into lists: sequences are one kind of value.
+    assert rh([1, 2]) == rh((1, 2)) == rh(deque([1, 2]))
+    assert rh({3, 1, 2}) == rh(frozenset({1, 2, 3}))
+    assert rh(0.0) == rh(-0.0) and rh(math.nan) == rh(float("nan"))
+    assert rh(Doc("a", 1.0)) == rh(Doc("a", 1.0)) != rh(Doc("a", 2.0))
+    assert rh(Color.RED) == rh(Color.RED) != rh(Color.BLUE)
+
+
+def test_type_tags_keep_different_values_apart() -> None:
+    distinct = [1, 1.0, True, "1", b"1", [1], {1}, {"1": 1}, None, 0, "", [], {}, (), Color.RED]
+    hashes = [rh(v) for v in distinct]
+    assert len(set(hashes)) == len(distinct) - 1  # [] and () are the same value
+
+
+def test_value_like_objects() -> None:
+    when = datetime.datetime(2024, 5, 1, 12, 30, tzinfo=datetime.timezone.utc)
+    assert rh(when) == rh(datetime.datetime(2024, 5, 1, 12, 30, tzinfo=datetime.timezone.utc))
+    assert rh(when) != rh(when + datetime.timedelta(seconds=1))
+    assert rh(decimal.Decimal("1.10")) != rh(decimal.Decimal("1.1"))  # str() differs: documented
+    assert rh(uuid.UUID(int=5)) == rh(uuid.UUID(int=5))
+    assert rh(PurePosixPath("/a/b")) != rh("/a/b")
+
+    class Point:
+        def __init__(self, x: int, y: int) -> None:
+            self.x, self.y = x, y
+
+        def __eq__(self, other: object) -> bool:
+            return isinstance(other, Point) and (self.x, self.y) == (other.x, other.y)
+
+        __hash__ = None  # type: ignore[assignment]
+
+    assert rh(Point(1, 2)) == rh(Point(1, 2)) != rh(Point(2, 1))
+
+
+def test_arrays_by_contents() -> None:
+    np = pytest.importorskip("numpy")
+    a = np.arange(12.0).reshape(3, 4)
+    assert rh(a) == rh(np.arange(12.0).reshape(3, 4))
+    assert rh(a) != rh(np.arange(12.0).reshape(4, 3))  # shape counts
+    assert rh(a) != rh(a.astype(np.float32))  # dtype counts
+    assert rh(array.array("d", [1.0, 2.0])) == rh(array.array("d", [1.0, 2.0]))
+    assert fps(np.arange(100))  # an array is content: it can link hops
+
+
+def test_opaque_values_never_raise_and_are_not_flow_evidence() -> None:
+    sock = socket.socket()
+    try:
+        gen = (i for i in range(3))
+        values = [
+            threading.Lock(),
+            sock,
+            gen,
+            lambda: 1,
+            sys,
+            object(),
+            asyncio.Event(),
+            memoryview(bytes(range(10)))[::2],
+        ]
+        for value in values:
+            digest, parts = result_fingerprint(value)
+            assert len(digest) == 32
+            assert parts == [] or isinstance(value, memoryview)
+        assert rh(threading.Lock()) == rh(threading.Lock())  # by type: stable, says nothing more
+        assert list(gen) == [0, 1, 2]  # never iterated
+    finally:
+        sock.close()
+
+
+def test_hostile_objects() -> None:
+    class Explodes:
+        def __eq__(self, other: object) -> bool:
+            raise RuntimeError("eq")
+
+        __hash__ = object.__hash__
+
+        @property
+        def __dict__(self) -> dict[str, Any]:  # type: ignore[override]
+            raise RuntimeError("dict")
+
+    class BadDict(dict[str, Any]):
+        def items(self) -> Any:
+            raise RuntimeError("items")
+
+        def __iter__(self) -> Any:
+            raise RuntimeError("iter")
+
+    for value in (Explodes(), BadDict(a=1), [Explodes()], {"k": Explodes()}):
+        digest, _ = result_fingerprint(value)
+        assert len(digest) == 32
+    assert rh(BadDict(a=1)) == rh({"a": 1}) == rh(BadDict(a=1))
+
+
+def test_bounded_work_on_large_values() -> None:
+    big = "a" * (10 * MAX_BYTES)
+    changed = big[: 5 * MAX_BYTES + 7] + "b" + big[5 * MAX_BYTES + 8 :]  # between the samples
+    assert rh(big) == rh(changed)  # documented: long strings are sampled
+    assert rh(big) != rh(big + "a")  # the length always counts
+    assert rh("x" + big[1:]) != rh(big)  # the head is hashed
+
+    long_list = list(range(10 * MAX_NODES))
+    tail_changed = [*long_list[:-1], -1]
+    assert rh(long_list) == rh(tail_changed)  # documented: values past the budget are counted
+    assert rh(long_list) != rh(long_list[:-1])
+
+    deep: list[Any] = []
+    node = deep
+    for _ in range(100_000):  # far deeper than any recursion limit
+        node.append([])
+        node = node[0]
+    assert len(rh(deep)) == 32
+
+    cyclic: list[Any] = [1]
+    cyclic.append(cyclic)
+    assert rh(cyclic) == rh(cyclic)
+
+    huge_int = 7**200_000  # str() of it would raise in Python >= 3.11
+    assert len(rh(huge_int)) == 32
+
+
+def test_embedding_vectors() -> None:
+    vec = [i / 7 for i in range(1536)]
+    assert rh(vec) == rh(list(vec)) != rh([*vec[:-1], 0.5])
+    assert fps(vec)[0] == result_fingerprint(vec)[0][:16]
+
+
+def test_stream_fingerprint_matches_the_list() -> None:
+    items = ["first item", 2, {"k": "value value"}]
+    stream = StreamFingerprint()
+    for item in items:
+        stream.add(item)
+    assert stream.finish() == result_fingerprint(items)
+
+
+def test_fps_link_a_result_to_the_argument_that_consumed_it(spans: InMemorySpanExporter) -> None:
+    @trace
+    def retrieve(query: str) -> dict[str, Any]:
+        return {"docs": [{"id": 123456789, "text": "alpha " * 5}, {"id": 2, "text": "beta " * 5}]}
+
+    @trace
+    def rerank(docs: list[dict[str, Any]], query: str) -> list[str]:
+        return [d["text"] for d in docs]
+
+    @trace
+    def answer(passage: str) -> str:
+        return passage.upper()
+
+    @trace
+    def unrelated(n: int) -> int:
+        return n
+
+    found = retrieve("what is alpha?")
+    texts = rerank(found["docs"], "what is alpha?")
+    answer(texts[0])
+    unrelated(5)
+    r = attrs(named(spans, "retrieve"))
+    rr = attrs(named(spans, "rerank"))
+    a = attrs(named(spans, "answer"))
+    u = attrs(named(spans, "unrelated"))
+    assert set(r[A.RESULT_FPS]) & set(rr[A.ARG_FPS])  # rerank consumed retrieve's docs
+    assert set(rr[A.RESULT_FPS]) & set(a[A.ARG_FPS])  # answer consumed a reranked text
+    assert set(r[A.RESULT_FPS]) & set(a[A.ARG_FPS])  # ... which was inside retrieve's result
+    assert A.ARG_FPS not in u  # a small int is no evidence of flow
+
+
+def test_generator_results_are_the_yielded_items(spans: InMemorySpanExporter) -> None:
+    @trace
+    def stream() -> Any:
+        yield "chunk number one"
+        yield "chunk number two"
+
+    @trace
+    def consume(chunks: list[str]) -> int:
+        return len(chunks)
+
+    consume(list(stream()))
+    s = attrs(named(spans, "stream"))
+    c = attrs(named(spans, "consume"))
+    assert s[A.RESULT_HASH] == rh(["chunk number one", "chunk number two"])
+    assert set(s[A.RESULT_FPS]) & set(c[A.ARG_FPS])
+
+
+json_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False)
+    | st.text(max_size=30)
+    | st.binary(max_size=30),
+    lambda children: (
+        st.lists(children, max_size=6) | st.dictionaries(st.text(max_size=8), children, max_size=6)
+    ),
+    max_leaves=20,
+)
+
+
+def _reordered(value: Any) -> Any:
+    """The same value with every dict's insertion order reversed and lists as tuples."""
+    if isinstance(value, dict):
+        return {k: _reordered(value[k]) for k in reversed(list(value))}
+    if isinstance(value, list):
+        return tuple(_reordered(v) for v in value)
+    return value
+
+
+@settings(max_examples=80, deadline=None)
+@given(json_values)
+def test_fingerprint_depends_on_the_value_only(value: Any) -> None:
+    digest, parts = result_fingerprint(value)
+    assert (digest, sorted(parts)) == (rh(_reordered(value)), sorted(fps(_reordered(value))))
+    assert len(parts) <= 16 and len(set(parts)) == len(parts)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(json_values, min_size=1, max_size=4))
+def test_nested_content_is_findable(values: list[Any]) -> None:
+    """A content-bearing value nested at depth 1 is among the parent's fps (when few)."""
+    parent = {"items": values}
+    parent_fps = set(fps(parent))
+    for value in values:
+        own = fps(value)
+        if own and len(parent_fps) < 16:
+            assert own[0] in parent_fps or result_fingerprint(value)[0][:16] in parent_fps
+
+
+@settings(max_examples=60, deadline=None)
+@given(json_values, json_values)
+def test_different_values_differ(a: Any, b: Any) -> None:
+    if _canonical(a) != _canonical(b):
+        assert rh(a) != rh(b)
+
+
+def _canonical(value: Any) -> Any:
+    """Python equality with the encoding's distinctions (bool vs int vs float, list == tuple)."""
+    if isinstance(value, dict):
+        return ("m", tuple(sorted((k, _canonical(v)) for k, v in value.items())))
+    if isinstance(value, (list, tuple)):
+        return ("l", tuple(_canonical(v) for v in value))
+    if isinstance(value, float):
+        return ("d", value + 0.0)
+    return (type(value).__name__, value)
