@@ -154,45 +154,56 @@ def _with_self_time(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def _with_mix(df: pl.DataFrame) -> pl.DataFrame:
+    """Fractions of each span's self time per kind (they sum to 1).
+
+    * Our decorator's measured kinds write ``tracelens.io_ns`` / ``tracelens.wait_ns``: the
+      span's own off-CPU time blocked on io and waiting.  Those are taken as they are; the rest
+      of the self time is the CPU side (on-CPU, or runnable and waiting for the GIL).
+    * Otherwise, with ``tracelens.cpu_ns`` known, the on-CPU share of self time (the span's CPU
+      minus its children's) is ``cpu`` and the rest goes to the span's own off-CPU kind, or to
+      ``unknown`` when the span itself is cpu-kind.
+    * vLLM ``llm_request``: time in queue is ``wait``, the rest of the request is the model.
+    * Otherwise the whole self time is the span's kind.
+    """
     kind = pl.col("kind_resolved")
     self_ns = pl.col("self_ns").cast(pl.Float64)
-    # Measured split: on-CPU share of self time, the rest to io / wait as measured, else to the
-    # span's own off-CPU kind (or unknown when the span itself is cpu-kind).
-    cpu_f = pl.when(self_ns > 0).then((pl.col("self_cpu_ns") / self_ns).clip(0.0, 1.0))
     io_m = _attr(a.IO_NS).cast(pl.Float64, strict=False)
     wait_m = _attr(a.WAIT_NS).cast(pl.Float64, strict=False)
-    off_total = io_m.fill_null(0.0) + wait_m.fill_null(0.0)
-    has_split = (io_m.is_not_null() | wait_m.is_not_null()) & (off_total > 0)
+    has_split = (io_m.is_not_null() | wait_m.is_not_null()) & (self_ns > 0)
+    io_raw = (io_m.fill_null(0.0) / self_ns).clip(0.0, 1.0)
+    wait_raw = (wait_m.fill_null(0.0) / self_ns).clip(0.0, 1.0)
+    over = pl.max_horizontal(io_raw + wait_raw, pl.lit(1.0))
+    io_f, wait_f = io_raw / over, wait_raw / over
+    cpu_f = pl.when(self_ns > 0).then((pl.col("self_cpu_ns") / self_ns).clip(0.0, 1.0))
+    has_cpu = pl.col("self_cpu_ns").is_not_null() & cpu_f.is_not_null()
     rest = 1.0 - cpu_f
-    io_f = pl.when(has_split).then(rest * io_m.fill_null(0.0) / off_total)
-    wait_f = pl.when(has_split).then(rest * wait_m.fill_null(0.0) / off_total)
-    # vLLM llm_request: queueing is wait, the rest of the request is the model.
+    off_kind = pl.when(kind == a.CPU).then(pl.lit(a.UNKNOWN)).otherwise(kind)
     q = _seconds(a.GEN_AI_LATENCY_TIME_IN_QUEUE) * 1e9
     dur = (pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64)
     vllm_wait = pl.when(dur > 0).then((q / dur).clip(0.0, 1.0)).otherwise(0.0)
-    is_vllm = (pl.col("name") == _VLLM_REQUEST) & q.is_not_null() & pl.col("cpu_ns").is_null()
-
-    measured = pl.col("self_cpu_ns").is_not_null() & cpu_f.is_not_null()
-    off_kind = pl.when(kind == a.CPU).then(pl.lit(a.UNKNOWN)).otherwise(kind)
+    is_vllm = (pl.col("name") == _VLLM_REQUEST) & q.is_not_null() & ~has_split & ~has_cpu
 
     def share(k: str) -> pl.Expr:
-        base = (kind == k).cast(pl.Float64)
-        m: pl.Expr
         if k == a.CPU:
-            m = cpu_f
+            split = 1.0 - io_f - wait_f
         elif k == a.IO:
-            m = pl.when(has_split).then(io_f).otherwise((off_kind == k).cast(pl.Float64) * rest)
+            split = io_f
         elif k == a.WAIT:
-            m = pl.when(has_split).then(wait_f).otherwise((off_kind == k).cast(pl.Float64) * rest)
+            split = wait_f
         else:
-            m = pl.when(has_split).then(0.0).otherwise((off_kind == k).cast(pl.Float64) * rest)
-        v = pl.when(measured).then(m).otherwise(base)
-        if k == a.WAIT:
-            v = pl.when(is_vllm).then(vllm_wait).otherwise(v)
-        elif k == a.GPU:
-            v = pl.when(is_vllm).then(1.0 - vllm_wait).otherwise(v)
-        else:
-            v = pl.when(is_vllm).then(0.0).otherwise(v)
-        return v.fill_null(0.0).alias(f"mix_{k}")
+            split = pl.lit(0.0)
+        cpu_only = cpu_f if k == a.CPU else (off_kind == k).cast(pl.Float64) * rest
+        vllm = vllm_wait if k == a.WAIT else (1.0 - vllm_wait if k == a.GPU else pl.lit(0.0))
+        return (
+            pl.when(has_split)
+            .then(split)
+            .when(has_cpu)
+            .then(cpu_only)
+            .when(is_vllm)
+            .then(vllm)
+            .otherwise((kind == k).cast(pl.Float64))
+            .fill_null(0.0)
+            .alias(f"mix_{k}")
+        )
 
     return df.with_columns([share(k) for k in KINDS])
