@@ -234,12 +234,8 @@ def _try_json(line: bytes) -> Any:
 
 
 def _proto(data: bytes, source: str, *, tried_json: bool) -> pa.Table:
-    try:
-        from tracelens.ingest.otlp_proto import decode_export_request
-    except ImportError:
-        raise InputError(
-            source, "OTLP protobuf input needs tracelens.ingest.otlp_proto, which is missing"
-        ) from None
+    from tracelens.ingest.otlp_proto import decode_export_request
+
     try:
         return decode_export_request(data, source)
     except InputError as exc:

@@ -1,0 +1,432 @@
+"""How fast ``tracelens collect`` stores spans sent over OTLP/HTTP, and how that compares.
+
+    python bench/ingest.py [--clients 16] [--seconds 15] [--warmup 3] [--no-phoenix]
+
+N client threads (in their own process, so the collector's figures are its own) each send
+requests of 512 spans (64 traces of 8 nested spans, 8 attributes each: the shape the OpenTelemetry
+SDK's batch processor exports) over keep-alive HTTP/1.1, protobuf, one request at a time, each
+answered only after its spans are committed; a 503 is retried after its Retry-After.  Every
+request carries new trace ids, so nothing is deduplicated away.
+
+Printed: spans/s *stored* (the collector's committed-span counter over the measured window, not
+acknowledgements), p50/p99 request latency seen by the clients, the collector's peak RSS, and the
+baseline measured in the same run on the same payloads: ``ExportTraceServiceRequest.FromString``
+alone (decode-only, the practical limit of any Python OTLP receiver), with tracelens's ratio to it.
+Where ``.venv-phoenix`` holds Arize Phoenix, its OTLP receiver gets the same stream and its stored
+spans (rows in its SQLite ``spans`` table) are counted the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import multiprocessing as mp
+import os
+import shutil
+import signal
+import sqlite3
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+PHOENIX_VENV = ROOT / ".venv-phoenix"
+SPANS, TRACES = 512, 64
+
+
+# -- payloads ----------------------------------------------------------------------------------
+
+
+Offsets = tuple[np.ndarray, np.ndarray]
+
+
+def base_payload() -> tuple[bytes, Offsets]:
+    """One request of SPANS spans, and where each trace id and each span id occurs in it."""
+    from opentelemetry import trace
+    from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
+    from opentelemetry.sdk.resources import Resource
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, SpanExportResult
+
+    kept: list[Any] = []
+
+    class Keep(SpanExporter):
+        def export(self, spans: Any) -> SpanExportResult:
+            kept.extend(spans)
+            return SpanExportResult.SUCCESS
+
+    provider = TracerProvider(resource=Resource.create({"service.name": "agent-bench"}))
+    provider.add_span_processor(SimpleSpanProcessor(Keep()))
+    tracer = provider.get_tracer("bench.ingest", "1.0")
+    per_trace = SPANS // TRACES
+    for t in range(TRACES):
+        with tracer.start_as_current_span("agent.run", kind=trace.SpanKind.SERVER) as root:
+            _attrs(root, t, 0)
+            for k in range(1, per_trace):
+                with tracer.start_as_current_span(f"tool.call.{k % 5}") as span:
+                    _attrs(span, t, k)
+    provider.shutdown()
+    body = encode_spans(kept).SerializeToString()
+    trace_ids = sorted({s.context.trace_id.to_bytes(16, "big") for s in kept})
+    span_ids = sorted({s.context.span_id.to_bytes(8, "big") for s in kept})
+    return body, (_occurrences(body, trace_ids), _occurrences(body, span_ids))
+
+
+def _occurrences(body: bytes, ids: list[bytes]) -> np.ndarray:
+    """Per id, the offsets where it occurs (its own field, and parent/link references)."""
+    offsets = []
+    for raw in ids:
+        found, at = [], body.find(raw)
+        while at >= 0:
+            found.append(at)
+            at = body.find(raw, at + 1)
+        offsets.append(found)
+    width = max(len(f) for f in offsets)
+    return np.array([f + [f[0]] * (width - len(f)) for f in offsets], np.int64)
+
+
+def _attrs(span: Any, t: int, k: int) -> None:
+    span.set_attribute("gen_ai.operation.name", "chat" if k % 2 else "execute_tool")
+    span.set_attribute("gen_ai.request.model", "llama-3.1-8b-instruct")
+    span.set_attribute("gen_ai.usage.input_tokens", 1000 + 37 * k + t)
+    span.set_attribute("gen_ai.usage.output_tokens", 50 + k)
+    span.set_attribute("http.request.method", "POST")
+    span.set_attribute("url.full", f"http://tools.internal/v1/run/{t}/{k}")
+    span.set_attribute("tracelens.kind", "io" if k % 2 else "gpu")
+    span.set_attribute("tracelens.cpu_ns", 120_000 + k)
+
+
+class Payloads:
+    """Copies of the base request with fresh trace and span ids (parents follow; microseconds)."""
+
+    def __init__(self, body: bytes, offsets: Offsets) -> None:
+        self._base = np.frombuffer(body, np.uint8)
+        self._ids = [
+            ((table[:, :, None] + np.arange(size)).reshape(len(table), -1), size)
+            for table, size in zip(offsets, (16, 8), strict=True)
+        ]
+
+    def make(self) -> bytes:
+        out = self._base.copy()
+        for index, size in self._ids:
+            n, width = len(index), index.shape[1] // size
+            ids = np.frombuffer(os.urandom(size * n), np.uint8).reshape(n, 1, size)
+            out[index] = np.broadcast_to(ids, (n, width, size)).reshape(n, -1)
+        return out.tobytes()
+
+
+# -- clients -----------------------------------------------------------------------------------
+
+
+def _client(args: tuple[str, int, bytes, Offsets, float, float]) -> list[tuple[float, float]]:
+    host, port, body, offsets, start_at, stop_at = args
+    payloads = Payloads(body, offsets)
+    conn = http.client.HTTPConnection(host, port, timeout=60)
+    headers = {"Content-Type": "application/x-protobuf"}
+    done: list[tuple[float, float]] = []  # (finished at, latency seconds)
+    while time.time() < start_at:
+        time.sleep(0.01)
+    while time.time() < stop_at:
+        data = payloads.make()
+        began = time.perf_counter()
+        while True:
+            try:
+                conn.request("POST", "/v1/traces", data, headers)
+                response = conn.getresponse()
+                response.read()
+            except (ConnectionError, http.client.HTTPException, TimeoutError):
+                if time.time() >= stop_at:
+                    return done
+                conn.close()
+                conn = http.client.HTTPConnection(host, port, timeout=60)
+                time.sleep(0.2)
+                continue
+            if response.status == 200:
+                break
+            if response.status in (429, 503) and time.time() < stop_at:
+                time.sleep(float(response.getheader("Retry-After") or 1))
+                continue
+            if response.status in (429, 503):
+                return done  # the window is over: leave the refused request
+            raise RuntimeError(f"unexpected answer {response.status}")
+        done.append((time.time(), time.perf_counter() - began))
+    conn.close()
+    return done
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of a process and its threads so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run_load(
+    url: str,
+    clients: int,
+    warmup: float,
+    seconds: float,
+    stored: Callable[[], int],
+    body: bytes,
+    offsets: Offsets,
+    pid: int,
+) -> dict[str, float]:
+    host, port = url.removeprefix("http://").split("/")[0].rsplit(":", 1)
+    start_at = time.time() + 1.0
+    window = (start_at + warmup, start_at + warmup + seconds)
+    job = (host, int(port), body, offsets, start_at, window[1])
+    with mp.get_context("spawn").Pool(1) as pool:
+        pending = pool.map_async(_threads, [(job, clients)])
+        while time.time() < window[0]:
+            time.sleep(0.05)
+        first, cpu0 = stored(), cpu_seconds(pid)
+        while time.time() < window[1]:
+            time.sleep(0.05)
+        last, cpu1 = stored(), cpu_seconds(pid)
+        done = pending.get()[0]
+    latencies = sorted(lat for at, lat in done if window[0] <= at <= window[1])
+    return {
+        "stored_per_s": (last - first) / seconds,
+        "stored_per_cpu_s": (last - first) / max(cpu1 - cpu0, 1e-9),
+        "cpu_share": (cpu1 - cpu0) / seconds,
+        "requests": len(latencies),
+        "acked_per_s": len(latencies) * SPANS / seconds,
+        "p50_ms": 1000 * latencies[len(latencies) // 2] if latencies else float("nan"),
+        "p99_ms": 1000 * latencies[(len(latencies) * 99) // 100] if latencies else float("nan"),
+    }
+
+
+def _threads(arg: tuple[tuple[Any, ...], int]) -> list[tuple[float, float]]:
+    from concurrent.futures import ThreadPoolExecutor
+
+    job, clients = arg
+    with ThreadPoolExecutor(clients) as pool:
+        return [x for part in pool.map(_client, [job] * clients) for x in part]
+
+
+# -- systems under test ------------------------------------------------------------------------
+
+
+def start_tracelens(db: Path) -> tuple[subprocess.Popen[str], str]:
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracelens.cli",
+        "collect",
+        "--db",
+        str(db),
+        "--http",
+        "127.0.0.1:0",
+        "--grpc",
+        "off",
+    ]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+    assert proc.stderr is not None
+    url = ""
+    for line in proc.stderr:
+        if "OTLP/HTTP listening on" in line:
+            url = line.split()[-1]
+        if line.strip().endswith("ready"):
+            return proc, url
+    raise RuntimeError("tracelens collect did not start")
+
+
+def tracelens_stored(url: str) -> Callable[[], int]:
+    def stored() -> int:
+        with urllib.request.urlopen(f"{url}/stats") as r:
+            return int(json.load(r)["spans_stored"])
+
+    return stored
+
+
+def peak_rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def start_phoenix(workdir: Path) -> tuple[subprocess.Popen[bytes], str] | str:
+    exe = PHOENIX_VENV / "bin" / "phoenix"
+    if not exe.exists():
+        return f"not measured: {exe} is missing (pip install arize-phoenix into {PHOENIX_VENV})"
+    port = _free_port()
+    env = {
+        **os.environ,
+        "PHOENIX_WORKING_DIR": str(workdir),
+        "PHOENIX_PORT": str(port),
+        "PHOENIX_GRPC_PORT": str(_free_port()),
+        "PHOENIX_HOST": "127.0.0.1",
+    }
+    proc = subprocess.Popen(
+        [str(exe), "serve"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 180
+    while time.time() < deadline:
+        if proc.poll() is not None:
+            return f"not measured: phoenix serve exited with {proc.returncode}"
+        try:
+            with urllib.request.urlopen(f"{url}/healthz", timeout=2):
+                return proc, url
+        except OSError:
+            time.sleep(1)
+    proc.kill()
+    return "not measured: phoenix serve did not answer /healthz within 180 s"
+
+
+def phoenix_stored(workdir: Path) -> Callable[[], int]:
+    def stored() -> int:
+        con = sqlite3.connect(f"file:{workdir / 'phoenix.db'}?mode=ro", uri=True, timeout=30)
+        try:
+            return int(con.execute("SELECT count(*) FROM spans").fetchone()[0])
+        except sqlite3.OperationalError:
+            return 0
+        finally:
+            con.close()
+
+    return stored
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+# -- baseline ----------------------------------------------------------------------------------
+
+
+def decode_rates(payloads: list[bytes]) -> tuple[float, float]:
+    """(FromString alone, tracelens's protobuf->Arrow decoder) in spans/s, median of 5, CPU time."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    from tracelens.ingest.otlp_proto import decode_export_request
+
+    def rate(fn: Callable[[bytes], Any]) -> float:
+        runs = []
+        for _ in range(5):
+            began = time.process_time()
+            for p in payloads:
+                fn(p)
+            runs.append(len(payloads) * SPANS / (time.process_time() - began))
+        return statistics.median(runs)
+
+    decode_export_request(payloads[0])
+    return rate(ExportTraceServiceRequest.FromString), rate(decode_export_request)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=16)
+    parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--warmup", type=float, default=3.0)
+    parser.add_argument("--no-phoenix", action="store_true")
+    args = parser.parse_args()
+
+    body, offsets = base_payload()
+    samples = [Payloads(body, offsets).make() for _ in range(40)]
+    from_string, ours = decode_rates(samples)
+    print(
+        f"payload: {SPANS} spans/request ({TRACES} traces x {SPANS // TRACES}), 8 attributes "
+        f"each, {len(body) / 1024:.0f} KiB protobuf; {os.cpu_count()} cores, "
+        f"load average {os.getloadavg()[0]:.1f}"
+    )
+    print(f"decode-only  ExportTraceServiceRequest.FromString: {from_string:12,.0f} spans/s (CPU)")
+    print(
+        f"tracelens    protobuf -> Arrow span table:         {ours:12,.0f} spans/s (CPU) "
+        f"= {ours / from_string:.2f} x decode-only"
+    )
+
+    tmp = Path(tempfile.mkdtemp(prefix="tracelens-ingest-"))
+    try:
+        proc, url = start_tracelens(tmp / "bench.duckdb")
+        try:
+            result = run_load(
+                url,
+                args.clients,
+                args.warmup,
+                args.seconds,
+                tracelens_stored(url),
+                body,
+                offsets,
+                proc.pid,
+            )
+            rss = peak_rss_mb(proc.pid)
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(120)
+        print(
+            f"tracelens collect ({args.clients} clients, {args.seconds:.0f} s): "
+            f"{result['stored_per_s']:,.0f} spans/s stored "
+            f"({result['acked_per_s']:,.0f} acknowledged), "
+            f"p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms per request, "
+            f"peak RSS {rss:.0f} MiB; {result['stored_per_s'] / from_string:.3f} x decode-only"
+        )
+        print(
+            f"  collector CPU: {result['cpu_share']:.2f} cores busy, "
+            f"{result['stored_per_cpu_s']:,.0f} spans stored per CPU-second"
+        )
+        if not args.no_phoenix:
+            _phoenix(args, tmp, body, offsets, result["stored_per_s"])
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _phoenix(
+    args: argparse.Namespace, tmp: Path, body: bytes, offsets: Offsets, ours: float
+) -> None:
+    workdir = tmp / "phoenix"
+    workdir.mkdir()
+    started = start_phoenix(workdir)
+    if isinstance(started, str):
+        print(f"Arize Phoenix: {started}")
+        return
+    proc, url = started
+    try:
+        result = run_load(
+            url,
+            args.clients,
+            args.warmup,
+            args.seconds,
+            phoenix_stored(workdir),
+            body,
+            offsets,
+            proc.pid,
+        )
+        rss = peak_rss_mb(proc.pid)
+        stored_now = phoenix_stored(workdir)()
+        time.sleep(30)  # Phoenix answers first and inserts later: what does it store after?
+        stored_later = phoenix_stored(workdir)()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    ratio = ours / result["stored_per_s"] if result["stored_per_s"] else float("inf")
+    acked_ratio = ours / result["acked_per_s"] if result["acked_per_s"] else float("inf")
+    print(
+        f"Arize Phoenix OTLP receiver (same stream): {result['stored_per_s']:,.0f} spans/s stored "
+        f"({result['acked_per_s']:,.0f} acknowledged; it answers before it stores), "
+        f"p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms per request, "
+        f"peak RSS {rss:.0f} MiB; {stored_now:,} spans in its store when the load stopped, "
+        f"{stored_later:,} 30 s later; tracelens stored / Phoenix stored = {ratio:.1f}, "
+        f"tracelens stored / Phoenix acknowledged = {acked_ratio:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,104 @@
+"""OTLP/gRPC: ``opentelemetry.proto.collector.trace.v1.TraceService/Export`` on grpc.aio.
+
+The method is registered with no deserializer, so the handler gets the request's bytes and decodes
+them with the same fast decoder as HTTP (the generated stubs would build every attribute as a
+Python object first).  Refusals carry a ``google.rpc.RetryInfo`` twice: in the rich status
+(``grpc-status-details-bin``, which the Go collector and most SDKs read) and as
+``google.rpc.retryinfo-bin`` trailing metadata (what the Python exporter reads), so every standard
+exporter backs off and retries.
+"""
+
+from __future__ import annotations
+
+import hmac
+from typing import Any, Final
+
+import grpc
+from google.protobuf import any_pb2, duration_pb2
+from google.rpc import error_details_pb2, status_pb2
+
+from tracelens.collector import otlp
+from tracelens.collector.http import Budget
+from tracelens.collector.ingest import Ingest, Kind, Outcome
+
+SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
+
+_CODES: Final = {
+    Kind.BAD: grpc.StatusCode.INVALID_ARGUMENT,
+    Kind.UNSUPPORTED: grpc.StatusCode.INVALID_ARGUMENT,
+    Kind.TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Kind.BUSY: grpc.StatusCode.UNAVAILABLE,
+    Kind.FAILED: grpc.StatusCode.UNAVAILABLE,
+}
+
+
+class GrpcServer:
+    def __init__(self, ingest: Ingest, token: str | None, budget: Budget) -> None:
+        self._ingest = ingest
+        self._token = token
+        self._budget = budget
+        config = ingest.config
+        self._server = grpc.aio.server(
+            options=[
+                ("grpc.max_receive_message_length", config.max_body_bytes),
+                ("grpc.max_send_message_length", 4 * 1024 * 1024),
+            ],
+            maximum_concurrent_rpcs=config.max_grpc_rpcs,
+        )
+        handler = grpc.method_handlers_generic_handler(
+            SERVICE, {"Export": grpc.unary_unary_rpc_method_handler(self._export)}
+        )
+        self._server.add_generic_rpc_handlers((handler,))
+
+    async def start(self, host: str, port: int) -> int:
+        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+        bound = self._server.add_insecure_port(target)
+        if not bound:
+            raise OSError(f"cannot listen on {target} for OTLP/gRPC")
+        await self._server.start()
+        return bound
+
+    async def stop(self, grace: float) -> None:
+        await self._server.stop(grace)
+
+    async def _export(self, request: bytes, context: Any) -> bytes:
+        if self._token and not self._authorized(context):
+            self._ingest.stats.add(requests_unauthorized=1)
+            await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
+        if self._budget.take(len(request)):
+            try:
+                outcome = await self._ingest.export(request, otlp.PROTOBUF, None)
+            finally:
+                self._budget.give(len(request))
+        else:
+            self._ingest.stats.add(requests_refused_busy=1)
+            outcome = Outcome(Kind.BUSY, "tracelens collect is busy (request data); retry later")
+        if outcome.kind is Kind.OK:
+            assert outcome.checked is not None
+            return otlp.success_body(outcome.checked, otlp.PROTOBUF)
+        code = _CODES[outcome.kind]
+        trailers: tuple[tuple[str, bytes], ...] = ()
+        if code is grpc.StatusCode.UNAVAILABLE:
+            trailers = self._retry_trailers(outcome.message)
+        await context.abort(code, outcome.message, trailers)
+        raise AssertionError("abort returns only by raising")  # pragma: no cover
+
+    def _authorized(self, context: Any) -> bool:
+        for key, value in context.invocation_metadata() or ():
+            if key == "authorization":
+                given = value if isinstance(value, str) else value.decode()
+                return hmac.compare_digest(given.encode(), f"Bearer {self._token}".encode())
+        return False
+
+    def _retry_trailers(self, message: str) -> tuple[tuple[str, bytes], ...]:
+        delay = duration_pb2.Duration(seconds=self._ingest.config.retry_after_s)
+        info = error_details_pb2.RetryInfo(retry_delay=delay)
+        detail = any_pb2.Any()
+        detail.Pack(info)
+        status = status_pb2.Status(
+            code=grpc.StatusCode.UNAVAILABLE.value[0], message=message, details=[detail]
+        )
+        return (
+            ("grpc-status-details-bin", status.SerializeToString()),
+            ("google.rpc.retryinfo-bin", info.SerializeToString()),
+        )

@@ -1,0 +1,119 @@
+"""One export request from body to durable spans, whichever transport it came by.
+
+Decoding runs on a worker thread so the event loop keeps answering health checks and refusals
+while a large body is decoded; the writer answers through a future once the request is journaled
+(fsynced; see ``journal``).
+Every failure becomes an ``Outcome`` the transports translate; nothing here raises to them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from enum import Enum
+
+from tracelens.collector import journal, otlp
+from tracelens.collector.config import CollectorConfig
+from tracelens.collector.stats import Stats
+from tracelens.collector.writer import BatchWriter, Committed
+from tracelens.errors import InputError
+from tracelens.ingest.otlp_proto import CheckedSpans
+
+log = logging.getLogger("tracelens.collector")
+
+
+class Kind(Enum):
+    OK = "ok"
+    BAD = "bad"  # malformed body: 400 / INVALID_ARGUMENT
+    UNSUPPORTED = "unsupported"  # 415
+    TOO_LARGE = "too_large"  # 413 / RESOURCE_EXHAUSTED
+    BUSY = "busy"  # queue full or shutting down: 503 / UNAVAILABLE with a retry delay
+    FAILED = "failed"  # the journal failed: 503 / UNAVAILABLE, nothing was stored
+
+
+@dataclass(frozen=True)
+class Outcome:
+    kind: Kind
+    message: str = ""
+    checked: CheckedSpans | None = None
+
+
+class Ingest:
+    def __init__(self, config: CollectorConfig, writer: BatchWriter, stats: Stats) -> None:
+        self.config = config
+        self.writer = writer
+        self.stats = stats
+        self.accepting = True
+        self._pool = ThreadPoolExecutor(config.decode_threads, thread_name_prefix="tl-decode")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+
+    async def export(self, body: bytes, media: str, encoding: str | None) -> Outcome:
+        started = time.perf_counter()
+        self.stats.add(requests=1)
+        outcome = await self._export(body, media, encoding)
+        self.stats.request(time.perf_counter() - started)
+        if outcome.kind is Kind.BUSY:
+            self.stats.add(requests_refused_busy=1)
+        elif outcome.kind in (Kind.BAD, Kind.UNSUPPORTED):
+            self.stats.add(requests_bad=1)
+        elif outcome.kind is Kind.TOO_LARGE:
+            self.stats.add(requests_too_large=1)
+        return outcome
+
+    async def _export(self, body: bytes, media: str, encoding: str | None) -> Outcome:
+        if not self.accepting or not self.writer.has_room():
+            return Outcome(Kind.BUSY, "tracelens collect is busy; retry later")
+        loop = asyncio.get_running_loop()
+        try:
+            data, checked = await loop.run_in_executor(
+                self._pool, self._decode, body, media, encoding
+            )
+        except otlp.BodyTooLarge as exc:
+            return Outcome(Kind.TOO_LARGE, str(exc))
+        except otlp.UnsupportedMedia as exc:
+            return Outcome(Kind.UNSUPPORTED, str(exc))
+        except InputError as exc:
+            return Outcome(Kind.BAD, str(exc))
+        except Exception as exc:  # a decoder bug must not take the collector down
+            log.exception("decoding a request failed")
+            return Outcome(Kind.BAD, f"cannot decode the request: {type(exc).__name__}: {exc}")
+        self.stats.add(
+            spans_received=checked.spans.num_rows + checked.rejected,
+            spans_rejected=checked.rejected,
+        )
+        if checked.spans.num_rows == 0:
+            return Outcome(Kind.OK, checked=checked)
+        kind = journal.PROTOBUF if media == otlp.PROTOBUF else journal.JSON
+        return await self._commit(loop, checked, (kind, data))
+
+    def _decode(self, body: bytes, media: str, encoding: str | None) -> tuple[bytes, CheckedSpans]:
+        data = otlp.decompress(body, encoding, self.config.max_body_bytes)
+        return data, otlp.decode(data, media)
+
+    async def _commit(
+        self, loop: asyncio.AbstractEventLoop, checked: CheckedSpans, record: tuple[int, bytes]
+    ) -> Outcome:
+        future: asyncio.Future[Committed | BaseException] = loop.create_future()
+
+        def done(result: Committed | BaseException) -> None:
+            loop.call_soon_threadsafe(_resolve, future, result)
+
+        if not self.writer.try_submit(checked.spans, record, done):
+            return Outcome(Kind.BUSY, "tracelens collect is busy; retry later")
+        result = await asyncio.shield(future)
+        if isinstance(result, BaseException):
+            log.error("the store refused a batch: %s", result)
+            return Outcome(Kind.FAILED, f"the journal failed; nothing was stored: {result}")
+        return Outcome(Kind.OK, checked=checked)
+
+
+def _resolve(
+    future: asyncio.Future[Committed | BaseException], result: Committed | BaseException
+) -> None:
+    if not future.done():
+        future.set_result(result)

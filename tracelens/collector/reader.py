@@ -1,0 +1,56 @@
+"""``read_store``: the spans of a store, whether or not a running collector holds its file.
+
+DuckDB lets one process open a file for writing, and no other process may open it meanwhile, not
+even read-only.  So while ``tracelens collect`` runs, it answers reads itself (``GET /v1/spans``
+from a second connection in its process, which sees every committed, hence every acknowledged,
+span); otherwise the file is opened read-only here, after merging what a killed collector left in
+its journal (acknowledged spans not yet in DuckDB).  Analyses and reports call this one function.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from tracelens.collector import client, discovery, journal
+from tracelens.collector.merger import recover
+from tracelens.errors import StoreError
+from tracelens.store import DuckDBStore, default_db_path
+
+_LOCK_WAIT_S = 10.0  # a collector starting up holds the file before it publishes its address
+
+
+def read_store(
+    db: str | None = None,
+    columns: Sequence[str] | None = None,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+) -> pa.Table:
+    """Spans of the store ``db`` (default ``$TRACELENS_DB`` or ./tracelens.duckdb): every span of
+    each trace whose start falls in [start_ns, end_ns), as ``DuckDBStore.read`` gives them."""
+    path = db or default_db_path()
+    deadline = time.monotonic() + _LOCK_WAIT_S
+    while True:
+        info = discovery.find(path)
+        if info is not None:
+            try:
+                return client.read_spans(info, columns, start_ns=start_ns, end_ns=end_ns)
+            except OSError:
+                pass  # it has just stopped: the file is free, or will be in a moment
+        try:
+            if journal.segments(path):
+                with DuckDBStore(path) as store:
+                    recover(store, path)
+            with DuckDBStore(path, read_only=True) as store:
+                return store.read(columns, start_ns=start_ns, end_ns=end_ns)
+        except StoreError as exc:
+            if not _locked(exc) or time.monotonic() > deadline:
+                raise
+        time.sleep(0.1)
+
+
+def _locked(exc: StoreError) -> bool:
+    text = str(exc).lower()
+    return "lock" in text or "conflicting" in text

@@ -1,0 +1,165 @@
+"""What each HTTP path answers.
+
+``POST /v1/traces``   OTLP/HTTP export (protobuf or JSON, optionally gzip/deflate)
+``POST /v1/metrics``, ``/v1/logs``   404 with a Status saying they are not collected
+``GET /health``       ``{"status": "ok"}`` (503 ``draining`` while shutting down)
+``GET /stats``        counters (received, stored, rejected, queue depth, latencies)
+``GET /v1/spans``     the stored spans as an Arrow IPC stream (``columns``, ``start_ns``,
+                      ``end_ns`` query parameters): how other processes read while the collector
+                      holds the DuckDB file
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import pyarrow as pa
+
+from tracelens.collector import otlp
+from tracelens.collector.http import Request, Response
+from tracelens.collector.ingest import Ingest, Kind, Outcome
+from tracelens.store import DuckDBStore
+
+ARROW_STREAM: Final = "application/vnd.apache.arrow.stream"
+_SIGNALS: Final = {"/v1/metrics": "metrics", "/v1/logs": "logs"}
+
+
+class Routes:
+    def __init__(self, ingest: Ingest, reader: DuckDBStore, token: str | None) -> None:
+        self._ingest = ingest
+        self._reader = reader
+        self._token = token
+        self.draining = False
+
+    def refuse(self, status: int, message: str, media: str = otlp.JSON) -> Response:
+        code = {
+            400: otlp.INVALID_ARGUMENT,
+            401: otlp.UNAUTHENTICATED,
+            404: otlp.NOT_FOUND,
+            413: otlp.RESOURCE_EXHAUSTED,
+            503: otlp.UNAVAILABLE,
+        }.get(status, otlp.INTERNAL)
+        if status in (415, 405, 431):
+            code = otlp.INVALID_ARGUMENT
+        return Response(status, otlp.status_body(code, message, media), media)
+
+    async def __call__(self, request: Request, body: Callable[[], Awaitable[bytes]]) -> Response:
+        if not self._authorized(request):
+            self._ingest.stats.add(requests_unauthorized=1)
+            response = self.refuse(
+                401, "missing or wrong Authorization: Bearer token", _answer_media(request)
+            )
+            response.headers["WWW-Authenticate"] = "Bearer"
+            return response
+        path = request.path.rstrip("/") or "/"
+        if path == "/v1/traces":
+            if request.method != "POST":
+                return self._method_not_allowed("POST")
+            return await self._traces(request, body)
+        if path in _SIGNALS:
+            signal = _SIGNALS[path]
+            return self.refuse(
+                404,
+                f"tracelens collects traces only: {signal} are not collected "
+                f"(send {signal} to another OTLP receiver)",
+                _answer_media(request),
+            )
+        if request.method != "GET":
+            return (
+                self._method_not_allowed("GET")
+                if path in ("/health", "/stats", "/v1/spans")
+                else self.refuse(404, f"no such endpoint: {path}")
+            )
+        if path in ("/health", "/healthz"):
+            status = "draining" if self.draining else "ok"
+            return Response(503 if self.draining else 200, json.dumps({"status": status}).encode())
+        if path == "/stats":
+            return Response(200, json.dumps(self._ingest.stats.snapshot()).encode())
+        if path == "/v1/spans":
+            return await self._spans(request)
+        return self.refuse(404, f"no such endpoint: {path}")
+
+    def _authorized(self, request: Request) -> bool:
+        if not self._token:
+            return True
+        given = request.headers.get("authorization", "")
+        return hmac.compare_digest(given.encode(), f"Bearer {self._token}".encode())
+
+    def _method_not_allowed(self, allowed: str) -> Response:
+        response = self.refuse(405, f"method not allowed; use {allowed}")
+        response.headers["Allow"] = allowed
+        return response
+
+    async def _traces(self, request: Request, body: Callable[[], Awaitable[bytes]]) -> Response:
+        try:
+            media = otlp.media_type(request.headers.get("content-type"))
+        except otlp.UnsupportedMedia as exc:
+            return self.refuse(415, str(exc), otlp.PROTOBUF)
+        if self.draining or not self._ingest.writer.has_room():
+            return self._busy(media, "tracelens collect is busy; retry later")
+        data = await body()
+        outcome = await self._ingest.export(data, media, request.headers.get("content-encoding"))
+        return self._answer(outcome, media)
+
+    def _answer(self, outcome: Outcome, media: str) -> Response:
+        if outcome.kind is Kind.OK:
+            assert outcome.checked is not None
+            return Response(200, otlp.success_body(outcome.checked, media), media)
+        if outcome.kind in (Kind.BUSY, Kind.FAILED):
+            return self._busy(media, outcome.message)
+        status = {Kind.BAD: 400, Kind.UNSUPPORTED: 415, Kind.TOO_LARGE: 413}[outcome.kind]
+        return self.refuse(status, outcome.message, media)
+
+    def _busy(self, media: str, message: str) -> Response:
+        response = self.refuse(503, message, media)
+        response.headers["Retry-After"] = str(self._ingest.config.retry_after_s)
+        return response
+
+    async def _spans(self, request: Request) -> Response:
+        try:
+            columns = _columns(request.query.get("columns"))
+            start_ns = _int(request.query.get("start_ns"))
+            end_ns = _int(request.query.get("end_ns"))
+        except ValueError as exc:
+            return self.refuse(400, str(exc))
+        loop = asyncio.get_running_loop()
+        try:
+            data = await loop.run_in_executor(None, self._read, columns, start_ns, end_ns)
+        except ValueError as exc:
+            return self.refuse(400, str(exc))
+        return Response(200, data, ARROW_STREAM)
+
+    def _read(
+        self, columns: list[str] | None, start_ns: int | None, end_ns: int | None
+    ) -> memoryview:
+        self._ingest.writer.merger.flush()  # every acknowledged span is in the store first
+        table = self._reader.read(columns, start_ns=start_ns, end_ns=end_ns)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, table.schema) as out:
+            for batch in table.to_batches(max_chunksize=65_536):
+                out.write_batch(batch)
+        return memoryview(sink.getvalue())
+
+
+def _answer_media(request: Request) -> str:
+    ctype = request.headers.get("content-type", "")
+    return otlp.PROTOBUF if "protobuf" in ctype else otlp.JSON
+
+
+def _columns(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    return [c for v in values for c in v.split(",") if c]
+
+
+def _int(values: list[str] | None) -> int | None:
+    if not values:
+        return None
+    try:
+        return int(values[-1])
+    except ValueError:
+        raise ValueError(f"not an integer: {values[-1]!r}") from None

@@ -1,0 +1,45 @@
+"""OTLP ``AnyValue`` messages as the Python values the JSON importer produces for them.
+
+The slow, exact path: used for resources, scopes, events, links and every attribute value the
+vectorised parser in ``_keyvalues`` leaves aside (arrays, kvlists, bytes, doubles, odd encodings).
+Nesting is bounded by upb's parse depth limit (100), so recursion here is bounded too.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from typing import Any
+
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+
+from tracelens.schema import json_value
+
+
+def any_value(value: AnyValue) -> Any:
+    """The typed value: str, bool, int, float, bytes, list, dict; None for an empty AnyValue."""
+    which = value.WhichOneof("value")
+    if which is None or which == "string_value_strindex":
+        return None
+    if which == "array_value":
+        return [any_value(v) for v in value.array_value.values]
+    if which == "kvlist_value":
+        return key_values(value.kvlist_value.values)
+    return getattr(value, which)
+
+
+def key_values(items: Iterable[KeyValue]) -> dict[str, Any]:
+    """A ``KeyValue`` list as a dict (a repeated key keeps its first place and its last value)."""
+    return {kv.key: any_value(kv.value) for kv in items}
+
+
+def json_text(value: Any) -> str:
+    """JSON text of a non-string attribute value, exactly as ``SpanColumns`` writes it."""
+    kind = type(value)
+    if kind is int:
+        return str(value)
+    if kind is bool:
+        return "true" if value else "false"
+    if kind is float and math.isfinite(value):
+        return repr(value)
+    return json_value(value)
