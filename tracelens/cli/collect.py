@@ -50,7 +50,8 @@ def collect(
 ) -> None:
     """Receive spans over OTLP (HTTP and gRPC) into the store.
 
-    A request is answered only after its spans are committed; when the queue is full, exporters are
+    A request is answered only after its spans are durable (fsynced to the store's
+    journal, merged into DuckDB about once a second); when the queue is full, exporters are
     told to retry later.  While this runs, `tracelens analyze --db` and `report --db` on the same
     store read through it.  Stop with Ctrl-C or SIGTERM: it drains, commits and closes.
     """
