@@ -1,23 +1,19 @@
-"""The main job, end to end.  Until the demo agent lands: analyse the fixture traces."""
+"""The main job, end to end (``make demo``): demo agent -> collector -> analysis -> report.
+
+Starts ``tracelens collect`` on a fresh store under out/, runs ``tracelens demo`` against it,
+prints ``tracelens analyze``, writes out/report.html and out/analysis.json, then stops the
+collector with SIGTERM.  Exits non-zero if any step fails.  ``--help`` for the options.
+"""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 
-
-def main() -> int:
-    files = [
-        "fixtures/otlp/hotrod_dispatch_jaeger-ui_v3_getTrace-response.json",
-        *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "fixtures/agent").glob("*.json")),
-    ]
-    cmd = [sys.executable, "-m", "tracelens", "analyze", *files]
-    print("$", " ".join(["tracelens", *cmd[3:]]), flush=True)
-    return subprocess.call(cmd, cwd=ROOT)
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.path.insert(0, str(ROOT))  # this tree's tracelens, installed or not
+    from tracelens.demo.pipeline import main
+
+    sys.exit(main(sys.argv[1:], root=ROOT))

@@ -48,6 +48,6 @@ cd "$ROOT"
 # Test this tree even if the venv's editable installs point at another checkout.
 export PYTHONPATH="$ROOT/instrumentation:$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 status=0
-"$VENV/bin/python" -m pytest tests/test_vllm*.py -m vllm -q -p no:cacheprovider "$@" || status=$?
+"$VENV/bin/python" -m pytest tests/test_vllm*.py tests/test_demo_vllm.py -m vllm -q -p no:cacheprovider "$@" || status=$?
 log "done (exit $status)"
 exit "$status"

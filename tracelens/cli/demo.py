@@ -1,0 +1,132 @@
+"""``tracelens demo``: run the demo agent and export its traces to a collector or a file."""
+
+from __future__ import annotations
+
+import json
+import sys
+from urllib.parse import urlsplit
+
+import click
+
+EXIT_FAILED = 1
+
+
+@click.command()
+@click.option("--requests", type=click.IntRange(1, 100_000), default=36, show_default=True)
+@click.option(
+    "--concurrency",
+    type=click.IntRange(1, 1000),
+    default=6,
+    show_default=True,
+    help="Requests in flight at once.",
+)
+@click.option(
+    "--endpoint",
+    default=None,
+    help="OTLP/HTTP collector (default http://127.0.0.1:4318 unless --file is given).",
+)
+@click.option(
+    "--file",
+    "file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Append the spans as OTLP JSON Lines here (without --endpoint: nothing is sent).",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Fixes the workload.")
+@click.option(
+    "--model-slots",
+    type=click.IntRange(1, 1000),
+    default=2,
+    show_default=True,
+    help="Requests the model serves at once; the rest wait in its queue.",
+)
+@click.option(
+    "--speed",
+    type=click.FloatRange(0.01, 100),
+    default=1.0,
+    show_default=True,
+    help="Scale every simulated delay (0.5: twice as fast).",
+)
+@click.option("--no-vllm", is_flag=True, help="Use the simulated model even if vLLM is there.")
+@click.option(
+    "--summary-json",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Also write what the demo did as JSON here.",
+)
+def demo(
+    requests: int,
+    concurrency: int,
+    endpoint: str | None,
+    file: str | None,
+    seed: int,
+    model_slots: int,
+    speed: float,
+    no_vllm: bool,
+    summary_json: str | None,
+) -> None:
+    """Run a demo AI agent whose traces show where agent latency goes.
+
+    It plans (CPU), calls tools over HTTP on a local tool server one after another, repeats a
+    call, searches an in-memory corpus (CPU), waits for a bounded model queue and calls a model:
+    a real vLLM engine when `tracelens[vllm]` is installed and TRACELENS_VLLM_MODEL names a
+    model directory, otherwise a local inference server that SIMULATES prefill and decode time.
+
+    \b
+    tracelens collect --db demo.duckdb       # in another terminal
+    tracelens demo --requests 36
+    tracelens analyze --db demo.duckdb
+    """
+    from tracelens.demo import DEFAULT_ENDPOINT, DemoOptions, run_demo
+
+    if endpoint is None and file is None:
+        endpoint = DEFAULT_ENDPOINT
+    if endpoint is not None:
+        _check_reachable(endpoint)
+    options = DemoOptions(
+        requests=requests,
+        concurrency=concurrency,
+        seed=seed,
+        endpoint=endpoint,
+        file=file,
+        model_slots=model_slots,
+        speed=speed,
+        use_vllm=not no_vllm,
+    )
+    summary = run_demo(options, echo=lambda line: click.echo(f"demo: {line}"))
+    where = " and ".join(x for x in (endpoint, file) if x)
+    click.echo(
+        f"demo: {summary.requests} requests ({summary.failed} failed) in {summary.wall_s:.1f} s: "
+        f"{summary.tool_calls} tool calls, {summary.model_calls} model calls "
+        f"({summary.queue_waits} waited for a model slot), {summary.spans} spans in "
+        f"{summary.traces} traces exported to {where}"
+    )
+    if summary.simulated:
+        click.echo(f"demo: the model ({summary.model}) was SIMULATED: its latency is modelled")
+    if summary_json:
+        with open(summary_json, "w", encoding="utf-8") as fh:
+            json.dump(summary.to_dict(), fh, indent=2)
+    for err in summary.errors:
+        click.echo(f"demo: error: {err}", err=True)
+    if not summary.flushed:
+        click.echo(f"demo: error: not every span reached {where} (see the log above)", err=True)
+    if summary.failed or not summary.flushed:
+        sys.exit(EXIT_FAILED)
+
+
+def _check_reachable(endpoint: str) -> None:
+    """Fails at once, naming the endpoint, when nothing listens there (instead of exporting
+    into the void and retrying for half a minute at exit)."""
+    import socket
+
+    split = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    if split.scheme not in ("http", "https") or not split.hostname:
+        raise click.BadParameter(f"not an OTLP/HTTP URL: {endpoint!r}", param_hint="--endpoint")
+    port = split.port or (443 if split.scheme == "https" else 80)
+    try:
+        socket.create_connection((split.hostname, port), timeout=5).close()
+    except OSError as exc:
+        raise click.ClickException(
+            f"no collector at {endpoint} ({exc}); start one with "
+            f"`tracelens collect --http {split.hostname}:{port}` or pass --file PATH"
+        ) from None
