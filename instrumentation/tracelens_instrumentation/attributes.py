@@ -48,6 +48,12 @@ OPENINFERENCE_SPAN_KIND: Final = "openinference.span.kind"
 DB_SYSTEM: Final = "db.system"
 DB_SYSTEM_NAME: Final = "db.system.name"
 DB_QUERY_TEXT: Final = "db.query.text"
+DB_OPERATION_NAME: Final = "db.operation.name"
+DB_OPERATION: Final = "db.operation"
+DB_QUERY_PARAMETER_PREFIX: Final = "db.query.parameter."
+SQL_QUERY: Final = "sql.query"  # older instrumentation (e.g. HotROD)
+GEN_AI_TOOL_CALL_RESULT: Final = "gen_ai.tool.call.result"
+GEN_AI_OUTPUT_MESSAGES: Final = "gen_ai.output.messages"
 DB_STATEMENT: Final = "db.statement"
 HTTP_REQUEST_METHOD: Final = "http.request.method"
 HTTP_METHOD: Final = "http.method"
@@ -58,6 +64,8 @@ RPC_SYSTEM_NAME: Final = "rpc.system.name"
 MESSAGING_SYSTEM: Final = "messaging.system"
 ERROR_TYPE: Final = "error.type"
 
-GEN_AI_MODEL_OPERATIONS: Final = frozenset({"chat", "text_completion", "generate_content", "embeddings"})
+GEN_AI_MODEL_OPERATIONS: Final = frozenset(
+    {"chat", "text_completion", "generate_content", "embeddings"}
+)
 OPENINFERENCE_MODEL_KINDS: Final = frozenset({"LLM", "EMBEDDING", "RERANKER"})
 OPENINFERENCE_RETRIEVER: Final = "RETRIEVER"

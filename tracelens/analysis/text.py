@@ -96,18 +96,38 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
         ),
     ]
     if analysis.findings:
-        out += ["", "Findings (most saving first)"]
-        for f in analysis.findings[:top]:
-            saving = f.get("saving_ms", {}).get("p50")
-            head = f"- {f['type']}: {', '.join(map(str, f.get('names', [])))}"
-            if saving is not None:
-                head += f"  (saves ~{saving:,.1f} ms at p50)"
-            out.append(head)
-            if f.get("evidence"):
-                out.append(f"    {f['evidence']}")
+        out += ["", "Findings (most total saving first)"]
+        out += [line for f in analysis.findings[:top] for line in _finding_lines(f)]
     if analysis.warnings:
         out += ["", "Warnings"] + [f"- {w}" for w in analysis.warnings]
     return "\n".join(out) + "\n"
+
+
+def _finding_lines(f: dict[str, Any]) -> list[str]:
+    head = f"- {f['type']}"
+    if f.get("confidence"):
+        head += f" [{f['confidence']}]"
+    if f.get("parent"):
+        head += f" under {f['parent']}"
+    head += f": {', '.join(map(str, f.get('names', [])))}"
+    saving = f.get("saving_ms") or {}
+    if saving.get("p50") is not None:
+        head += f"  (saves ~{saving['p50']:,.1f} ms p50 / {saving.get('p95', 0.0):,.1f} p95"
+        if f.get("traces") is not None:
+            head += f" in {f['traces']:,} traces"
+        head += ")"
+    lines = [head]
+    if f["type"] == "cacheable":
+        extra = []
+        if f.get("identical_results") is not None:
+            extra.append(f"identical results: {'yes' if f['identical_results'] else 'no'}")
+        if f.get("suggested_ttl_s") is not None:
+            extra.append(f"suggested TTL {f['suggested_ttl_s']:g} s")
+        if extra:
+            lines.append("    " + "; ".join(extra))
+    if f.get("evidence"):
+        lines.append(f"    {f['evidence']}")
+    return lines
 
 
 def _largest(t: dict[str, Any]) -> str:

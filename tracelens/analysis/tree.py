@@ -57,7 +57,7 @@ def build_forest(spans: pl.DataFrame) -> Forest:
     trace = df["_trace"].to_numpy()
     trace_ids = df.select(pl.col("trace_id").unique(maintain_order=True))["trace_id"].to_list()
     roots = np.flatnonzero(parent < 0)
-    main_root = _main_roots(roots, trace, start, end, df["_row"].to_numpy(), len(trace_ids))
+    main_root = main_roots(roots, trace, start, end, df["_row"].to_numpy(), len(trace_ids))
     child_off, children = _children(df, parent, start, end)
     return Forest(
         spans=df,
@@ -203,7 +203,7 @@ def _break_cycles(parent: np.ndarray, start: np.ndarray, row: np.ndarray) -> int
     return cut
 
 
-def _main_roots(
+def main_roots(
     roots: np.ndarray,
     trace: np.ndarray,
     start: np.ndarray,

@@ -1,0 +1,57 @@
+"""The bottleneck finder: what to do about the critical path, and what each change would save.
+
+Detectors (``parallel``, ``repeats``, ``tail``) turn the analysed traces into candidates, each
+with its remedy stated as a what-if :class:`~tracelens.analysis.findings.replay.Change`; one
+replay mechanism (``replay``) re-times the affected traces with the change applied and reads
+off their new latency, so every saving in the output comes from the same model.  Findings are
+ordered by total saving over all traces (the sum of per-trace savings), most first.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tracelens.analysis.core import TraceAnalysis
+from tracelens.analysis.findings.candidate import Candidate
+from tracelens.analysis.findings.features import features
+from tracelens.analysis.findings.hops import groups
+from tracelens.analysis.findings.parallel import n_plus_one_candidates, parallel_candidates
+from tracelens.analysis.findings.repeats import (
+    DEFAULT_WINDOW_S,
+    cacheable_candidates,
+    find_retries,
+    repeated_write_candidates,
+    retry_candidates,
+)
+from tracelens.analysis.findings.replay import Change
+from tracelens.analysis.findings.report import findings
+from tracelens.analysis.findings.tail import tail_candidates
+from tracelens.analysis.findings.timeline import Timeline, build_timeline
+
+
+def candidates(
+    ta: TraceAnalysis, tl: Timeline, window_s: float = DEFAULT_WINDOW_S
+) -> list[Candidate]:
+    """Every detector's candidates, before replay."""
+    fe = features(ta.spans)
+    hops, evidence = groups(tl, fe, ta.spans)
+    retry, failed = find_retries(tl, fe)
+    return [
+        *parallel_candidates(ta.spans, hops, evidence),
+        *n_plus_one_candidates(ta.spans, hops),
+        *cacheable_candidates(tl, fe, ta.spans, retry, window_s),
+        *retry_candidates(tl, fe, ta.spans, retry, failed),
+        *repeated_write_candidates(tl, fe, ta.spans, retry),
+        *tail_candidates(ta, tl, fe),
+    ]
+
+
+def find_all(ta: TraceAnalysis, *, window_s: float = DEFAULT_WINDOW_S) -> list[dict[str, Any]]:
+    """The findings of ``shared/spec/analysis-json.md``, most total saving first."""
+    if ta.spans.height == 0:
+        return []
+    tl = build_timeline(ta.spans)
+    return findings(ta, tl, candidates(ta, tl, window_s))
+
+
+__all__ = ["Change", "Timeline", "build_timeline", "candidates", "find_all"]

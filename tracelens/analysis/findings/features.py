@@ -1,0 +1,354 @@
+"""Per-span facts the detectors share: what a call's arguments were, whether it changes state.
+
+Spans from the tracelens decorator carry ``args_hash`` / ``result_hash`` and value fingerprints.
+Spans from other instrumentation only have attributes, so a call's arguments are taken from the
+attribute that holds them (``gen_ai.tool.call.arguments``, ``db.query.text``, ``url.full``) or
+else, for a caller's span (client or internal), from its non-timing attributes.  A URL holds
+the arguments only of a read: a POST's are in its body.  Attributes that name the operation
+rather than its input (``rpc.method``, ``http.route``, a model name, sampling settings) or that
+describe the outcome (status, sizes, token counts, timings, peer addresses) are left out; when
+nothing is left the arguments are *unknown*, and unknown arguments never make two calls look
+the same.  A parameterised SQL text without its parameters is unknown too: ``WHERE id=$1`` says
+nothing about which row.
+
+A call's result is its ``result_hash``, else the output it recorded (``gen_ai.tool.call.result``,
+``gen_ai.output.messages``).  A child span without fingerprints of its own under an
+instrumented parent also carries the parent's ``args_hash`` in its key (and the parent's
+``result_hash`` as its result): the parent's arguments decide what the child fetches, which its
+URL or query text alone may not show.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+import polars as pl
+from tracelens_instrumentation import attributes as a
+
+DB_OPERATION_NAME = a.DB_OPERATION_NAME
+DB_OPERATION = a.DB_OPERATION
+DB_QUERY_PARAMETER_PREFIX = a.DB_QUERY_PARAMETER_PREFIX
+SQL_QUERY = a.SQL_QUERY
+GEN_AI_TOOL_CALL_RESULT = a.GEN_AI_TOOL_CALL_RESULT
+GEN_AI_OUTPUT_MESSAGES = a.GEN_AI_OUTPUT_MESSAGES
+_RESULT_KEYS = (GEN_AI_TOOL_CALL_RESULT, GEN_AI_OUTPUT_MESSAGES)
+
+# Operation names whose calls go to a model: their input is the conversation so far and their
+# output decides what runs next, so without fingerprints they order everything around them.
+MODEL_OPERATIONS = (*sorted(a.GEN_AI_MODEL_OPERATIONS - {"embeddings"}), "call_llm")
+_NOT_MODEL = ("embeddings", "execute_tool", "invoke_agent", "create_agent", "retrieval")
+
+_NOISE_KEYS = (
+    r"^(http\.|url\.(scheme|path|template)$|network\.|net\.|server\.|client\.|user_agent\."
+    r"|service\.|peer\.|otel\.|telemetry\.|thread\.|code\.|process\.|host\.|os\.|error\."
+    r"|exception\.|rpc\.|gen_ai\.(usage|response|latency|operation|provider|system|request\.model"
+    r"|request\.id|tool\.(name|type|description|call\.id|call\.result)|output|agent|conversation)"
+    r"|db\.(system|namespace|response|client|collection|operation|query\.summary)"
+    r"|messaging\.|tracelens\.|openinference\.span|llm\.(model|provider|system|token)"
+    r"|component$|request$|status|span\.|event\.)"
+    r"|(^|[._])(request_id|trace_id|span_id|thread_id|pid|tid)$"
+    r"|(duration|latency|elapsed|timestamp|_ms|_ns|\.ms|\.ns|size|bytes|count|tokens)$"
+    r"|^gen_ai\.request\."  # sampling settings, not the input
+    # Names of the thing called rather than what it was called with.
+    r"|(^|[._])(class|method|function|handler|component|topic|queue|exchange|destination"
+    r"|route|path|endpoint|operation|type|kind|name|version|host|port|address|instance|system"
+    r"|namespace|collection|table|bucket|language|framework|library|sdk)$"
+)
+_PARAMETERISED = r"\?|\$\d+|%s|%\(\w+\)s|(^|[^:\w]):[A-Za-z_]\w*"
+
+# Verbs that say a call changes state (matched as whole words of the span name, camelCase split).
+_WRITE_VERBS = (
+    "edit|write|writes|update|updates|delete|del|remove|create|creates|insert|send|sends|post"
+    "|put|patch|upsert|set|save|submit|publish|commit|drop|alter|truncate|merge|replace|append"
+    "|modify|mutate|mutation|register|pay|charge|purchase|cancel|transfer|email|notify|upload"
+    "|deploy|increment|incr|decrement|decr|push|enqueue|lpush|rpush|hset|hdel|expire|store"
+    "|persist|approve|reject|rename|move|grant|revoke|reset|clear|flush|purge|add"
+)
+_READ_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
+_READ_SQL = ("SELECT", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "WITH", "VALUES", "SEARCH")
+
+_SQL_KEYS = (a.DB_QUERY_TEXT, a.DB_STATEMENT, SQL_QUERY)
+_URL_KEYS = (a.URL_FULL, a.HTTP_URL)
+_METHOD_KEYS = (a.HTTP_REQUEST_METHOD, a.HTTP_METHOD)
+_DB_OP_KEYS = (DB_OPERATION_NAME, DB_OPERATION)
+_READ_KEYS = (
+    *_SQL_KEYS,
+    *_URL_KEYS,
+    *_METHOD_KEYS,
+    *_DB_OP_KEYS,
+    a.GEN_AI_TOOL_CALL_ARGUMENTS,
+    a.GEN_AI_OPERATION_NAME,
+    a.GEN_AI_REQUEST_MODEL,
+    a.OPENINFERENCE_SPAN_KIND,
+    *_RESULT_KEYS,
+)
+
+# Where a call's argument key came from (``Features.key_source`` codes).
+KEY_SOURCES = ("args_hash", a.GEN_AI_TOOL_CALL_ARGUMENTS, "query text", "URL", "attributes")
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+@dataclass
+class Features:
+    """Per span (``TraceAnalysis.spans`` row order); ``key``/``result`` valid where ``has_*``."""
+
+    op: np.ndarray  # uint64 id of (service, name)
+    key: np.ndarray  # uint64 hash of the arguments
+    has_key: np.ndarray
+    key_source: np.ndarray  # index into KEY_SOURCES, -1 unknown
+    result: np.ndarray
+    has_result: np.ndarray
+    instrumented: np.ndarray  # carries tracelens fingerprints
+    model: np.ndarray  # a model call
+    cpu: np.ndarray  # CPU-bound
+    error: np.ndarray
+    write: np.ndarray  # index into write_reasons, -1 when the call reads only
+    write_reasons: list[str]
+
+
+class _Attrs:
+    """The attributes of every span as a long table, with per-key lookups over row subsets."""
+
+    def __init__(self, spans: pl.DataFrame) -> None:
+        self.n = spans.height
+        self.long = (
+            spans.select("_i", pl.col("attributes").map.entries().alias("_e"))
+            .explode("_e")
+            .unnest("_e")
+            .drop_nulls("key")
+        )
+        self.picked = self.long.filter(pl.col("key").is_in(list(_READ_KEYS)))
+
+    def first(self, keys: tuple[str, ...]) -> pl.DataFrame:
+        """(_i, value) of the first of ``keys`` each span has (in the order given)."""
+        sub = self.picked.filter(pl.col("key").is_in(list(keys)))
+        if sub.height == 0:
+            return pl.DataFrame(schema={"_i": pl.Int64, "value": pl.String})
+        if len(keys) > 1:
+            rank = {k: r for r, k in enumerate(keys)}
+            sub = sub.with_columns(
+                pl.col("key").replace_strict(rank, return_dtype=pl.Int32).alias("_r")
+            ).sort("_i", "_r")
+        return sub.unique("_i", keep="first", maintain_order=True).select(
+            pl.col("_i").cast(pl.Int64), "value"
+        )
+
+    def joined(self, keep: list[str], rows: np.ndarray) -> pl.DataFrame:
+        """(_i, value): sorted ``key=value`` entries with keys in ``keep``, spans in ``rows``."""
+        wanted = pl.Series("w", rows[self.long["_i"].to_numpy()])
+        return (
+            self.long.filter(wanted & pl.col("key").is_in(keep))
+            .sort("_i", "key")
+            .group_by("_i", maintain_order=True)
+            .agg((pl.col("key") + "=" + pl.col("value")).str.join("\x1f").alias("value"))
+            .select(pl.col("_i").cast(pl.Int64), "value")
+        )
+
+
+def _by_value(values: pl.Series, fn: object) -> pl.Series:
+    """Apply a Python function once per distinct value (values repeat a lot)."""
+    uniq = values.unique().drop_nulls()
+    mapping = {v: fn(v) for v in uniq.to_list()}  # type: ignore[operator]
+    return values.replace_strict(mapping, default=None)
+
+
+def _hash(texts: pl.Series) -> np.ndarray:
+    return texts.hash(seed=7).to_numpy().astype(np.uint64)
+
+
+def _own_keys(attrs: _Attrs, spans: pl.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(key, has key, source) from the first source that has the call's arguments."""
+    n = attrs.n
+    key = np.zeros(n, dtype=np.uint64)
+    has = np.zeros(n, dtype=bool)
+    source = np.full(n, -1, dtype=np.int64)
+    claimed = np.zeros(n, dtype=bool)
+
+    def put(idx: np.ndarray, texts: pl.Series | None, code: int) -> None:
+        free = ~claimed[idx]
+        idx = idx[free]
+        claimed[idx] = True
+        if texts is None:
+            return  # claimed but unknown (parameterised SQL)
+        known = texts.filter(pl.Series(free)).is_not_null().to_numpy()
+        vals = texts.filter(pl.Series(free))
+        key[idx[known]] = _hash(vals.filter(pl.Series(known)))
+        has[idx[known]] = True
+        source[idx[known]] = code
+
+    args = spans.select("_i", "args_hash").filter(pl.col("args_hash").is_not_null())
+    put(args["_i"].to_numpy(), "a:" + args["args_hash"], 0)
+    tool = attrs.first((a.GEN_AI_TOOL_CALL_ARGUMENTS,))
+    put(tool["_i"].to_numpy(), "t:" + tool["value"], 1)
+    sql = attrs.first(_SQL_KEYS)
+    if sql.height:
+        rows = np.zeros(n, dtype=bool)
+        rows[sql["_i"].to_numpy()] = True
+        params = attrs.joined(
+            [
+                k
+                for k in attrs.long["key"].unique().to_list()
+                if k.startswith(DB_QUERY_PARAMETER_PREFIX)
+            ],
+            rows,
+        )
+        sql = sql.join(params.rename({"value": "_p"}), on="_i", how="left", maintain_order="left")
+        bound = _by_value(sql["value"], lambda t: not _PARAMETERISED_RE.search(t))
+        text = pl.when(bound.fill_null(False) | sql["_p"].is_not_null()).then(
+            "q:" + pl.col("value") + "|" + pl.col("_p").fill_null("")
+        )
+        put(sql["_i"].to_numpy(), sql.select(text.alias("t"))["t"], 2)
+    url = attrs.first(_URL_KEYS)
+    method = attrs.first(_METHOD_KEYS)
+    # A URL holds the whole request only for reads; a POST's arguments are in its body.
+    body = method.filter(~pl.col("value").str.to_uppercase().is_in(list(_READ_METHODS)))
+    read = url.join(body, on="_i", how="anti")
+    put(read["_i"].to_numpy(), "u:" + read["value"], 3)
+    put(url.join(body, on="_i", how="semi")["_i"].to_numpy(), None, 3)
+    noise = re.compile(_NOISE_KEYS)
+    arg_keys = [k for k in attrs.long["key"].unique().to_list() if not noise.search(k)]
+    # Only a caller's span records what it asked for; a server or message span's attributes
+    # describe the request's route and transport, not its body.
+    caller = spans["span_kind"].is_in(["client", "internal", "unspecified"]).to_numpy()
+    rest = attrs.joined(arg_keys, ~claimed & caller)
+    put(rest["_i"].to_numpy(), "r:" + rest["value"], 4)
+    return key, has, source
+
+
+_PARAMETERISED_RE = re.compile(_PARAMETERISED)
+_WORDS_RE = re.compile(rf"(^|[^a-z])({_WRITE_VERBS})([^a-z]|$)")
+_CAMEL_RE = re.compile(r"([a-z0-9])([A-Z])")
+_SQL_VERB_RE = re.compile(r"^\(?\s*([A-Za-z]+)")
+
+
+def _name_reason(name: str) -> str | None:
+    m = _WORDS_RE.search(_CAMEL_RE.sub(r"\1 \2", name).lower())
+    return f"its name says '{m.group(2)}'" if m else None
+
+
+def _method_reason(method: str) -> str | None:
+    m = method.upper()
+    return None if m in _READ_METHODS else f"HTTP {m} changes state"
+
+
+def _sql_reason(text: str) -> str | None:
+    m = _SQL_VERB_RE.match(text.strip())
+    verb = m.group(1).upper() if m else ""
+    return None if not verb or verb in _READ_SQL else f"SQL {verb} changes state"
+
+
+def _db_op_reason(op: str) -> str | None:
+    o = op.lower()
+    return f"database operation '{o}' changes state" if re.fullmatch(_WRITE_VERBS, o) else None
+
+
+def _write_reasons(attrs: _Attrs, names: pl.Series) -> tuple[np.ndarray, list[str]]:
+    """Why each call changes state (an index into the returned list), or -1.
+
+    The first that applies wins: the HTTP method, the SQL verb, the database operation, then
+    the verbs in the span name.
+    """
+    n = attrs.n
+    reason = np.full(n, -1, dtype=np.int64)
+    texts: list[str] = []
+    index: dict[str, int] = {}
+
+    def put(idx: np.ndarray, found: pl.Series) -> None:
+        codes = {}
+        for v in found.unique().to_list():
+            codes[v] = index.setdefault(v, len(texts))
+            if codes[v] == len(texts):
+                texts.append(v)
+        code = found.replace_strict(codes, return_dtype=pl.Int64).to_numpy()
+        free = reason[idx] < 0
+        reason[idx[free]] = code[free]
+
+    for keys, fn in (
+        (_METHOD_KEYS, _method_reason),
+        (_SQL_KEYS, _sql_reason),
+        (_DB_OP_KEYS, _db_op_reason),
+    ):
+        got = attrs.first(keys)
+        judged = _by_value(got["value"], fn)
+        hit = judged.is_not_null().to_numpy()
+        put(got["_i"].to_numpy()[hit], judged.filter(pl.Series(hit)))
+    by_name = _by_value(names, _name_reason)
+    hit = by_name.is_not_null().to_numpy()
+    put(np.flatnonzero(hit), by_name.filter(pl.Series(hit)))
+    return reason, texts
+
+
+def _model_calls(attrs: _Attrs) -> np.ndarray:
+    """Calls to a model: their input is the conversation so far, their output steers the rest."""
+    n = attrs.n
+    out = np.zeros(n, dtype=bool)
+    not_model = np.zeros(n, dtype=bool)
+    ops = attrs.first((a.GEN_AI_OPERATION_NAME,))
+    rows = ops["_i"].to_numpy()
+    out[rows[ops["value"].is_in(list(MODEL_OPERATIONS)).to_numpy()]] = True
+    not_model[rows[ops["value"].is_in(list(_NOT_MODEL)).to_numpy()]] = True
+    model = attrs.first((a.GEN_AI_REQUEST_MODEL,))["_i"].to_numpy()
+    out[model[~not_model[model]]] = True
+    oi = attrs.first((a.OPENINFERENCE_SPAN_KIND,))
+    out[oi["_i"].to_numpy()[(oi["value"].str.to_uppercase() == "LLM").to_numpy()]] = True
+    return out
+
+
+def features(spans: pl.DataFrame) -> Features:
+    """The facts of every span of ``TraceAnalysis.spans``."""
+    attrs = _Attrs(spans)
+    own, has_own, source = _own_keys(attrs, spans)
+    res_rows = spans.select("_i", "result_hash").filter(pl.col("result_hash").is_not_null())
+    n = spans.height
+    result = np.zeros(n, dtype=np.uint64)
+    has_result = np.zeros(n, dtype=bool)
+    ri = res_rows["_i"].to_numpy()
+    result[ri] = _hash(res_rows["result_hash"])
+    has_result[ri] = True
+    # Without tracelens fingerprints, a tool call's or model call's recorded output stands in.
+    recorded = attrs.first(_RESULT_KEYS)
+    fresh = ~has_result[recorded["_i"].to_numpy()]
+    rr = recorded["_i"].to_numpy()[fresh]
+    result[rr] = _hash(("o:" + recorded["value"]).filter(pl.Series(fresh)))
+    has_result[rr] = True
+    instr = (
+        spans.select(
+            pl.col("args_hash").is_not_null()
+            | pl.col("arg_fps").is_not_null()
+            | pl.col("result_fps").is_not_null()
+        )
+        .to_series()
+        .to_numpy()
+    )
+    parent = spans["_parent"].to_numpy()
+    p = np.maximum(parent, 0)
+    # A child without fingerprints under an instrumented parent: the parent's arguments are
+    # part of what it was asked, the parent's result stands in for its own.
+    inherit = (parent >= 0) & ~instr & instr[p]
+    mixed = has_own & inherit
+    key = own.copy()
+    key[mixed] = own[mixed] * _MIX + np.where(has_own[p[mixed]], own[p[mixed]], np.uint64(1))
+    result = np.where(inherit, result[p], result)
+    has_result = np.where(inherit, has_result[p], has_result)
+    write, reasons = _write_reasons(attrs, spans["name"])
+    kinds = spans.select(
+        ((pl.col("kind_resolved") == a.CPU) | (pl.col("mix_cpu") > 0.5)).alias("cpu"),
+        (pl.col("status_code") == "error").alias("error"),
+        pl.struct("service", "name").hash(seed=3).alias("op"),
+    )
+    return Features(
+        op=kinds["op"].to_numpy().astype(np.uint64),
+        key=key,
+        has_key=has_own,
+        key_source=source,
+        result=result,
+        has_result=has_result,
+        instrumented=instr,
+        model=_model_calls(attrs),
+        cpu=kinds["cpu"].to_numpy(),
+        error=kinds["error"].to_numpy(),
+        write=write,
+        write_reasons=reasons,
+    )

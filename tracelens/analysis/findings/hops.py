@@ -1,0 +1,339 @@
+"""Which sibling hops could have run together: runs, dependencies and groups.
+
+Under each parent, the waited-on children in start order split into *runs*: stretches where
+each child started only after every earlier sibling had ended.  A child that overlapped an
+earlier one starts a new run, and so does a *barrier*, which is never moved: a CPU-bound hop
+(Python hops under one GIL do not overlap, so their overlap is never promised), a call that
+changes state (what follows may read what it wrote), and a model call without fingerprints
+(its input is the conversation so far and its output picks what runs next).
+
+Inside a run, hop ``b`` depends on an earlier hop ``a`` when
+
+* both carry tracelens fingerprints and ``b``'s argument fingerprints include one of ``a``'s
+  result fingerprints (the strongest evidence, both ways);
+* otherwise, when they are different operations, unless the same two operations under the
+  same parent operation overlapped or ran the other way round in some trace (happens-before
+  inferred over many traces, as in The Mystery Machine);
+* repeats of one operation (a loop) are independent of each other, except a call with the same
+  arguments as an earlier one or that follows a failed attempt: it stays after that one (a
+  repeat or a retry; the cacheable and retry findings deal with those).
+
+A group starts after the latest hop any of its members depends on, so members are pairwise
+independent apart from the repeat/retry chains, which the replay keeps in order.  Groups of
+two or more independent hops are grouped by pattern (parent operation + hop operations) across
+traces; a run of one operation called many times with varying arguments is also an N+1 loop.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import polars as pl
+
+from tracelens.analysis.findings.features import Features
+from tracelens.analysis.findings.timeline import Timeline
+
+_LOOKBACK = 8  # blocks checked back for a dependency before assuming one
+BASES = ("fingerprints", "observed", "loop", "loop-unknown")
+
+
+def _shift(x: np.ndarray, fill: object) -> np.ndarray:
+    out = np.empty_like(x)
+    out[0:1] = fill
+    out[1:] = x[:-1]
+    return out
+
+
+def _starts(flags: np.ndarray) -> np.ndarray:
+    """Segment number of each row, given flags marking each segment's first row."""
+    return np.cumsum(flags) - 1
+
+
+def hops(tl: Timeline, fe: Features, spans: pl.DataFrame) -> pl.DataFrame:
+    """Waited-on children in runs of two or more movable hops: run, block, position."""
+    c = tl.kids
+    if len(c) == 0:
+        return pl.DataFrame()
+    p = tl.parent[c]
+    pos = np.arange(len(c), dtype=np.int64)
+    rank = pos - tl.koff[p]
+    sequential = tl.lp[c] == rank  # every earlier sibling had ended when it started
+    barrier = fe.cpu[c] | (fe.model[c] & ~fe.instrumented[c]) | (fe.write[c] >= 0)
+    brk = (rank == 0) | ~sequential | barrier | _shift(barrier, False)
+    run = _starts(brk)
+    keep = (np.bincount(run)[run] > 1) & ~barrier
+    op = fe.op[c]
+    block = _starts(brk | (op != _shift(op, op[0] + np.uint64(1))))
+    unknown = (spans["kind_resolved"] == "unknown").to_numpy()[c]
+    k = np.flatnonzero(keep)
+    return pl.DataFrame(
+        {
+            "c": c[k],
+            "p": p[k],
+            "pos": pos[k],
+            "trace": tl.trace[c[k]],
+            "op": op[k],
+            "pop": fe.op[p[k]],
+            "key": fe.key[c[k]],
+            "has_key": fe.has_key[c[k]],
+            "instr": fe.instrumented[c[k]],
+            "error": fe.error[c[k]],
+            "unknown_kind": unknown[k],
+            "run": run[k],
+            "block": block[k],
+        }
+    )
+
+
+def _fps_deps(h: pl.DataFrame, spans: pl.DataFrame) -> np.ndarray:
+    """Per hop: the latest earlier hop of its run whose result its arguments hold, or -1."""
+    dep = np.full(h.height, -1, dtype=np.int64)
+    inst = h.select(pl.int_range(pl.len()).alias("_k"), "c", "run", "pos").filter(h["instr"])
+    if inst.height == 0:
+        return dep
+    idx = inst["c"]
+    base = inst.with_columns(
+        spans.select(pl.col("arg_fps").gather(idx), pl.col("result_fps").gather(idx)).get_columns()
+    )
+    args = base.select("_k", "run", "pos", "arg_fps").explode("arg_fps").drop_nulls("arg_fps")
+    results = (
+        base.select("run", pl.col("pos").alias("_a"), "result_fps")
+        .explode("result_fps")
+        .drop_nulls("result_fps")
+    )
+    found = (
+        args.join(results, left_on=["run", "arg_fps"], right_on=["run", "result_fps"])
+        .filter(pl.col("_a") < pl.col("pos"))
+        .group_by("_k")
+        .agg(pl.col("_a").max())
+    )
+    dep[found["_k"].to_numpy()] = found["_a"].to_numpy()
+    return dep
+
+
+_PAIR_CAP = 50  # spans per (parent, operation) compared pairwise for the overlap evidence
+
+
+def _all_hops(tl: Timeline, fe: Features) -> pl.DataFrame:
+    c = tl.kids
+    return pl.DataFrame(
+        {
+            "p": tl.parent[c],
+            "pop": fe.op[tl.parent[c]],
+            "op": fe.op[c],
+            "s": tl.start[c],
+            "e": tl.end[c],
+        }
+    )
+
+
+def _overlap_evidence(allk: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
+    """Per (pop, op_a, op_b): in how many parents both ran, and in how many b did not wait.
+
+    "Did not wait": an ``a`` and a ``b`` under the same parent overlapped in time, or (each
+    called once there) ``b`` started first.  Either shows that ``b`` does not need ``a``'s
+    output, whatever order the trace at hand has them in.
+    """
+    wanted = pl.concat(
+        [
+            pairs.select("pop", pl.col("op_a").alias("op")),
+            pairs.select("pop", pl.col("op_b").alias("op")),
+        ]
+    ).unique()
+    per = allk.join(wanted, on=["pop", "op"], how="semi").sort("p", "op", "s")
+    first = (pl.col("p") != pl.col("p").shift(1)) | (pl.col("op") != pl.col("op").shift(1))
+    per = per.with_columns(first.fill_null(True).cum_sum().alias("_g"))
+    per = per.with_columns(
+        (pl.int_range(pl.len()) - pl.col("_g").search_sorted(pl.col("_g"))).alias("_r")
+    )
+    counts = per.group_by("_g").agg(pl.len().alias("k"))
+    per = per.join(counts, on="_g").filter(pl.col("_r") < _PAIR_CAP)
+    a = pairs.join(per, left_on=["pop", "op_a"], right_on=["pop", "op"])
+    both = a.join(
+        per.select(
+            "p",
+            pl.col("op").alias("op_b"),
+            pl.col("s").alias("bs"),
+            pl.col("e").alias("be"),
+            pl.col("k").alias("kb"),
+        ),
+        on=["p", "op_b"],
+    )
+    free = ((pl.col("s") < pl.col("be")) & (pl.col("bs") < pl.col("e"))) | (
+        (pl.col("k") == 1) & (pl.col("kb") == 1) & (pl.col("bs") < pl.col("s"))
+    )
+    return (
+        both.group_by("pop", "op_a", "op_b", "p")
+        .agg(free.any().alias("free"))
+        .group_by("pop", "op_a", "op_b")
+        .agg(pl.len().alias("n_both"), pl.col("free").sum().alias("n_overlap"))
+    )
+
+
+_EVIDENCE_SCHEMA = {
+    "pop": pl.UInt64,
+    "op_a": pl.UInt64,
+    "op_b": pl.UInt64,
+    "n_both": pl.UInt32,
+    "n_overlap": pl.UInt32,
+}
+
+
+def _name_deps(
+    h: pl.DataFrame, tl: Timeline, fe: Features, fps: np.ndarray
+) -> tuple[np.ndarray, pl.DataFrame]:
+    """Per hop: the last hop of the latest earlier block it depends on by the rule for hops
+    without fingerprints (different operations, no overlap seen anywhere), or -1.
+
+    Blocks look back at most ``_LOOKBACK`` blocks, and never past a hop they already depend on
+    by fingerprints (the group starts after that one anyway).  The overlap evidence is
+    computed only for the pairs actually looked at.
+    """
+    block = h["block"].to_numpy()
+    first = np.concatenate([[True], block[1:] != block[:-1]])
+    bid = _starts(first)
+    heads = np.flatnonzero(first)
+    run = h["run"].to_numpy()[heads]
+    op = h["op"].to_numpy()[heads]
+    pop = h["pop"].to_numpy()[heads]
+    last_pos = h["pos"].to_numpy()[np.append(heads[1:], h.height) - 1]
+    instr = np.minimum.reduceat(h["instr"].to_numpy(), heads)
+    # A group never starts before a hop some earlier member depends on by fingerprints, so
+    # nothing before that can matter to any later block either (positions grow through runs).
+    floor = np.maximum.accumulate(np.maximum.reduceat(fps, heads) + 1)
+    m = len(heads)
+    dep = np.full(m, -1, dtype=np.int64)
+    open_ = np.ones(m, dtype=bool)
+    seen: list[pl.DataFrame] = []
+    free_pairs = pl.DataFrame(schema={"pop": pl.UInt64, "op_a": pl.UInt64, "op_b": pl.UInt64})
+    asked = free_pairs
+    allk: pl.DataFrame | None = None
+    for d in range(1, _LOOKBACK + 2):
+        j = np.flatnonzero(open_)
+        j = j[j >= d]
+        if len(j) == 0:
+            break
+        i = j - d
+        reach = (run[i] == run[j]) & (last_pos[i] >= floor[j])
+        open_[j[~reach]] = False  # nothing earlier can matter
+        j, i = j[reach], i[reach]
+        if d > _LOOKBACK:
+            dep[j] = last_pos[i]  # looked far enough: assume the nearest unexplained one
+            break
+        judged = ~(instr[i] & instr[j]) & (op[i] != op[j])
+        ji, ii = j[judged], i[judged]
+        cand = pl.DataFrame({"pop": pop[ji], "op_a": op[ii], "op_b": op[ji]})
+        new = cand.unique().join(asked, on=["pop", "op_a", "op_b"], how="anti")
+        if new.height:
+            allk = _all_hops(tl, fe) if allk is None else allk
+            ev = _overlap_evidence(allk, new)
+            seen.append(ev)
+            asked = pl.concat([asked, new])
+            free_pairs = pl.concat(
+                [free_pairs, ev.filter(pl.col("n_overlap") > 0).select("pop", "op_a", "op_b")]
+            )
+        free = _is_in(cand, free_pairs)
+        dep[ji[~free]] = last_pos[ii[~free]]
+        open_[ji[~free]] = False
+    evidence = pl.concat(seen) if seen else pl.DataFrame(schema=_EVIDENCE_SCHEMA)
+    return dep[bid], evidence
+
+
+def _is_in(rows: pl.DataFrame, table: pl.DataFrame) -> np.ndarray:
+    """Which rows of ``rows`` occur in ``table`` (same columns)."""
+    if rows.height == 0 or table.height == 0:
+        return np.zeros(rows.height, dtype=bool)
+    marked = table.unique().with_columns(pl.lit(True).alias("_hit"))
+    return (
+        rows.join(marked, on=rows.columns, how="left", maintain_order="left")["_hit"]
+        .fill_null(False)
+        .to_numpy()
+    )
+
+
+def _chains(h: pl.DataFrame) -> np.ndarray:
+    """Per hop: the earlier hop of its run it repeats (same operation and arguments) or
+    retries (the call just before it in its block failed), or -1."""
+    n = h.height
+    chain = np.full(n, -1, dtype=np.int64)
+    run = h["run"].to_numpy()
+    op = h["op"].to_numpy()
+    key = h["key"].to_numpy()
+    pos = h["pos"].to_numpy()
+    keyed = np.flatnonzero(h["has_key"].to_numpy())
+    if len(keyed):
+        ident = key[keyed] * np.uint64(0x9E3779B97F4A7C15) + op[keyed]
+        # Rows are in position order, so a stable sort keeps it within equal (run, ident).
+        order = np.lexsort((ident, run[keyed]))
+        o = keyed[order]
+        same = (run[o][1:] == run[o][:-1]) & (ident[order][1:] == ident[order][:-1])
+        chain[o[1:][same]] = pos[o[:-1][same]]
+    block = h["block"].to_numpy()
+    err = h["error"].to_numpy()
+    retry = np.zeros(n, dtype=bool)
+    retry[1:] = (block[1:] == block[:-1]) & err[:-1] & ~h["has_key"].to_numpy()[1:]
+    chain[retry] = pos[np.flatnonzero(retry) - 1]
+    return chain
+
+
+def groups(tl: Timeline, fe: Features, spans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Hops with their group (``gs``: the position the group starts at), in-group chain
+    (``chain``, a position, or null) and confidence; and the overlap evidence used."""
+    h = hops(tl, fe, spans)
+    if h.height == 0:
+        return h, pl.DataFrame(schema=_EVIDENCE_SCHEMA)
+    fps = _fps_deps(h, spans)
+    names, evidence = _name_deps(h, tl, fe, fps)
+    run = h["run"].to_numpy()
+    pos = h["pos"].to_numpy()
+    rfirst = np.concatenate([[True], run[1:] != run[:-1]])
+    run0 = pos[rfirst][_starts(rfirst)]
+    # Positions grow through runs, so one running max over everything is the per-run one.
+    gs = np.maximum.accumulate(np.maximum(np.maximum(fps, names) + 1, run0))
+    chain = _chains(h)
+    chain = np.where(chain >= gs, chain, -1)
+    h = h.with_columns(
+        pl.Series("gs", gs),
+        pl.Series("chain", chain).replace(-1, None),
+        pl.Series("chain_c", np.where(chain >= 0, tl.kids[np.maximum(chain, 0)], -1)).replace(
+            -1, None
+        ),
+    )
+    return _with_confidence(h), evidence
+
+
+def _with_confidence(h: pl.DataFrame) -> pl.DataFrame:
+    """Per hop: how sure we are it need not wait for the earlier members of its group."""
+    n = h.height
+    run = h["run"].to_numpy()
+    gs = h["gs"].to_numpy()
+    pos = h["pos"].to_numpy()
+    block = h["block"].to_numpy()
+    gfirst = np.concatenate([[True], (run[1:] != run[:-1]) | (gs[1:] != gs[:-1])])
+    gid = _starts(gfirst)
+    heads = np.flatnonzero(gfirst)
+    all_instr = np.minimum.reduceat(h["instr"].to_numpy(), heads)[gid]
+    bfirst = np.concatenate([[True], block[1:] != block[:-1]])
+    bheads = np.flatnonzero(bfirst)
+    keys_known = np.minimum.reduceat(h["has_key"].to_numpy(), bheads)[_starts(bfirst)]
+    same_block = np.zeros(n, dtype=bool)
+    same_block[1:] = (block[1:] == block[:-1]) & (gid[1:] == gid[:-1])
+    lead = (pos == gs) | h["chain"].is_not_null().to_numpy()
+    level = np.where(lead | all_instr, 2, np.where(same_block, np.where(keys_known, 1, 0), 2))
+    basis = np.where(
+        lead,
+        -1,
+        np.where(
+            all_instr,
+            BASES.index("fingerprints"),
+            np.where(
+                same_block,
+                np.where(keys_known, BASES.index("loop"), BASES.index("loop-unknown")),
+                BASES.index("observed"),
+            ),
+        ),
+    )
+    return h.with_columns(
+        pl.Series("gid", gid),
+        pl.Series("level", level),
+        pl.Series("basis", basis).replace(-1, None),
+    )

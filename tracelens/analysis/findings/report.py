@@ -1,0 +1,232 @@
+"""Replay every candidate and turn it into a finding of the ``analysis-json.md`` contract."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import polars as pl
+
+from tracelens.analysis.core import TraceAnalysis, analyze_traces
+from tracelens.analysis.findings.candidate import Candidate, count
+from tracelens.analysis.findings.replay import Change, replay, retime
+from tracelens.analysis.findings.timeline import Timeline
+from tracelens.analysis.summary import percentiles
+from tracelens.schema import COLUMNS
+
+# Types whose whole point is the latency saving: without one they are not reported.
+_NEEDS_SAVING = {"parallelizable", "n_plus_one", "tail"}
+# Replays are the costly part: per type, only the candidates with the most to gain go through.
+MAX_PER_TYPE = 20
+
+
+def potential(tl: Timeline, change: Change) -> float:
+    """An upper bound of what ``change`` can save over all traces (ns): the time it removes."""
+    dur = tl.dur
+    total = float(dur[change.instant].sum())
+    total += float(((1.0 - np.clip(change.factor, 0.0, 1.0)) * dur[change.factor_rows]).sum())
+    if len(change.members):
+        d = dur[change.members]
+        g = change.group
+        longest = np.zeros(int(g.max()) + 1)
+        np.maximum.at(longest, g, d)
+        total += float(d.sum() - longest.sum())
+    return total
+
+
+def shortlist(tl: Timeline, cands: list[Candidate]) -> list[Candidate]:
+    """The ``MAX_PER_TYPE`` candidates of each type with the largest potential saving."""
+    by_type: dict[str, list[tuple[float, int, Candidate]]] = {}
+    for k, c in enumerate(cands):
+        by_type.setdefault(c.type, []).append((potential(tl, c.change), k, c))
+    keep: list[tuple[int, Candidate]] = []
+    for items in by_type.values():
+        items.sort(key=lambda x: (-x[0], x[1]))
+        keep += [(k, c) for _, k, c in items[:MAX_PER_TYPE]]
+    return [c for _, c in sorted(keep, key=lambda x: x[0])]
+
+
+def replay_all(
+    tl: Timeline, changes: list[Change], traces: list[np.ndarray], examples: list[int]
+) -> tuple[list[np.ndarray], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
+    """New latency per trace for each change, and the re-timed spans of its example trace
+    (rows, new starts, new ends).  Changes touching disjoint traces share a replay (a trace's
+    replay only depends on its own spans), so many small findings cost one pass."""
+    batches: list[tuple[np.ndarray, list[int]]] = []
+    order = sorted(range(len(changes)), key=lambda k: -len(traces[k]))
+    for k in order:
+        for used, members in batches:
+            if not used[traces[k]].any():
+                used[traces[k]] = True
+                members.append(k)
+                break
+        else:
+            used = np.zeros(tl.n_traces, dtype=bool)
+            used[traces[k]] = True
+            batches.append((used, [k]))
+    lats: list[np.ndarray] = [np.zeros(0)] * len(changes)
+    retimed: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = [(_EMPTY, _EMPTY, _EMPTY)] * len(
+        changes
+    )
+    for _, members in batches:
+        result = replay(tl, _merge([changes[k] for k in members]))
+        for k in members:
+            lats[k] = result.latency
+            rows = np.flatnonzero(tl.trace == examples[k])
+            start, end = retime(tl, result, rows)
+            retimed[k] = (rows, start, end)
+    return lats, retimed
+
+
+_EMPTY = np.zeros(0, dtype=np.int64)
+
+
+def _merge(changes: list[Change]) -> Change:
+    if len(changes) == 1:
+        return changes[0]
+    offset = 0
+    groups = []
+    for c in changes:
+        groups.append(c.group + offset)
+        offset += int(c.group.max()) + 1 if len(c.group) else 0
+    return Change(
+        instant=np.concatenate([c.instant for c in changes]),
+        factor_rows=np.concatenate([c.factor_rows for c in changes]),
+        factor=np.concatenate([c.factor for c in changes]),
+        members=np.concatenate([c.members for c in changes]),
+        group=np.concatenate(groups),
+        dep_rows=np.concatenate([c.dep_rows for c in changes]),
+        dep_on=np.concatenate([c.dep_on for c in changes]),
+    )
+
+
+def findings(ta: TraceAnalysis, tl: Timeline, cands: list[Candidate]) -> list[dict[str, Any]]:
+    """Replayed findings, most total saving first."""
+    cands = shortlist(tl, cands)
+    if not cands:
+        return []
+    touched = [_touched(tl, c) for c in cands]
+    examples = [_example_trace(tl, c) for c in cands]
+    new_lat, retimed = replay_all(tl, [c.change for c in cands], touched, examples)
+    out = []
+    for k, cand in enumerate(cands):
+        # A shared replay also changed other candidates' traces: take only this one's.
+        projected = tl.latency.astype(np.float64)
+        projected[touched[k]] = new_lat[k][touched[k]]
+        f = _finding(ta, tl, cand, projected)
+        if f is not None:
+            f.update(_example(ta, tl, cand, examples[k], retimed[k]))
+            out.append(f)
+    out.sort(key=lambda f: (-f["total_saving_ms"], _TYPE_ORDER.get(f["type"], 99), f["names"]))
+    _cross_reference(out)
+    return out
+
+
+_TYPE_ORDER = {
+    "parallelizable": 0,
+    "cacheable": 1,
+    "retry": 2,
+    "n_plus_one": 3,
+    "tail": 4,
+    "repeated_write": 5,
+}
+
+
+def _cross_reference(found: list[dict[str, Any]]) -> None:
+    """An N+1 loop is usually also parallelizable: say they are two remedies for one cost."""
+    loops = {(f.get("parent"), tuple(f["names"])) for f in found if f["type"] == "parallelizable"}
+    for f in found:
+        if f["type"] == "n_plus_one" and (f.get("parent"), tuple(f["names"])) in loops:
+            f["evidence"] += (
+                "; the same calls are also reported as parallelizable: batching them or running "
+                "them concurrently saves about the same, not both"
+            )
+
+
+def _touched(tl: Timeline, cand: Candidate) -> np.ndarray:
+    """Every trace the candidate's change touches (its own traces, at least)."""
+    return np.union1d(cand.traces, tl.trace[cand.change.rows(tl.n)]).astype(np.int64)
+
+
+def _finding(
+    ta: TraceAnalysis, tl: Timeline, cand: Candidate, lat: np.ndarray
+) -> dict[str, Any] | None:
+    saving_ns = tl.latency[cand.traces] - lat[cand.traces]
+    saving_ms = np.maximum(saving_ns, 0.0) / 1e6
+    on_path = int((saving_ns > 0).sum())
+    if on_path == 0 and cand.type in _NEEDS_SAVING:
+        return None
+    sav = percentiles(saving_ms, (50, 95))
+    projected = percentiles(lat / 1e6, (50, 95))
+    replay_note = (
+        f"replay: saves {sav['p50']:,.1f} ms at p50 ({sav['p95']:,.1f} at p95) over "
+        f"{count(len(cand.traces), 'trace')}; on the critical path in {on_path}"
+    )
+    f: dict[str, Any] = {
+        "type": cand.type,
+        "names": cand.names,
+        "services": cand.services,
+    }
+    if cand.parent is not None:
+        f["parent"] = cand.parent
+        f["parent_service"] = cand.parent_service
+    f.update(
+        {
+            "traces": len(cand.traces),
+            "occurrences": int(cand.occurrences),
+            "saving_ms": sav,
+            "projected_latency_ms": projected,
+            "total_saving_ms": round(float(saving_ms.sum()), 3),
+            "traces_on_critical_path": on_path,
+            "confidence": cand.confidence,
+            "evidence": "; ".join([*cand.evidence, replay_note]),
+        }
+    )
+    f.update(cand.extra)
+    return f
+
+
+def _example_trace(tl: Timeline, cand: Candidate) -> int:
+    """The trace of the candidate's example occurrence, else its median-latency trace."""
+    if cand.example:
+        return int(tl.trace[cand.example[0]])
+    lat = tl.latency[cand.traces]
+    return int(cand.traces[int(np.argsort(lat, kind="stable")[len(lat) // 2])])
+
+
+def _example(
+    ta: TraceAnalysis,
+    tl: Timeline,
+    cand: Candidate,
+    t: int,
+    retimed: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> dict[str, Any]:
+    """One affected trace, with its latency before and after as ``analyze_traces`` sees it."""
+    rows, start, end = retimed
+    out: dict[str, Any] = {"example_trace_id": str(ta.spans["trace_id"][int(rows[0])])}
+    if cand.example:
+        out["span_ids"] = ta.spans["span_id"].gather(cand.example).to_list()
+    keep = [c for c in ta.spans.columns if c in COLUMNS]
+    table = ta.spans.select(keep)[rows.tolist()].with_columns(
+        pl.Series("start_ns", start), pl.Series("end_ns", end)
+    )
+    re_ta = analyze_traces(table)
+    out["example_latency_ms"] = round(float(tl.latency[t]) / 1e6, 3)
+    out["example_projected_latency_ms"] = round(float(re_ta.traces["duration_ns"][0]) / 1e6, 3)
+    out["example_projected_critical_path"] = _path_summary(re_ta)
+    return out
+
+
+def _path_summary(ta: TraceAnalysis, top: int = 5) -> list[dict[str, Any]]:
+    """The projected critical path's biggest operations (exclusive ms)."""
+    main = ta.sections.filter(pl.col("main"))
+    by_op = (
+        main.group_by("name")
+        .agg(((pl.col("end_ns") - pl.col("start_ns")).sum() / 1e6).alias("ms"))
+        .sort(["ms", "name"], descending=[True, False])
+        .head(top)
+    )
+    return [{"name": r["name"], "ms": round(float(r["ms"]), 3)} for r in by_op.to_dicts()]
+
+
+__all__ = ["MAX_PER_TYPE", "findings", "potential", "replay_all", "shortlist"]
