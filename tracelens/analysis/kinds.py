@@ -23,8 +23,36 @@ _WAIT_NAME = (
 _VLLM_REQUEST = "llm_request"
 
 
+# The attributes the rules read, pulled out of the map once into temporary columns.
+_READ = (
+    a.GEN_AI_OPERATION_NAME,
+    a.OPENINFERENCE_SPAN_KIND,
+    a.GEN_AI_LATENCY_TIME_IN_QUEUE,
+    a.GEN_AI_USAGE_INPUT_TOKENS,
+    a.GEN_AI_USAGE_OUTPUT_TOKENS,
+    a.GEN_AI_USAGE_PROMPT_TOKENS,
+    a.GEN_AI_USAGE_COMPLETION_TOKENS,
+    a.HTTP_REQUEST_METHOD,
+    a.HTTP_METHOD,
+    a.DB_SYSTEM,
+    a.DB_SYSTEM_NAME,
+    a.RPC_SYSTEM,
+    a.RPC_SYSTEM_NAME,
+    a.MESSAGING_SYSTEM,
+    a.IO_NS,
+    a.WAIT_NS,
+)
+_TMP = "_attr:"
+
+
 def _attr(key: str) -> pl.Expr:
+    if key in _READ:
+        return pl.col(_TMP + key)
     return pl.col("attributes").map.get(key)
+
+
+def _with_read_attributes(df: pl.LazyFrame) -> pl.LazyFrame:
+    return df.with_columns(pl.col("attributes").map.get(k).alias(_TMP + k) for k in _READ)
 
 
 def _has(*keys: str) -> pl.Expr:
@@ -86,7 +114,7 @@ def resolve_kinds(spans: pl.DataFrame, parent: pl.Series) -> pl.DataFrame:
     ``parent`` is each row's parent row (-1 for roots), as ``tree.build_forest`` resolved it.
     """
     explicit = pl.col("kind").str.to_lowercase()
-    df = spans.with_columns(
+    lazy = _with_read_attributes(spans.lazy()).with_columns(
         pl.when(explicit.is_in(list(a.MEASURED_KINDS)))
         .then(explicit)
         .otherwise(inferred_kind())
@@ -97,8 +125,9 @@ def resolve_kinds(spans: pl.DataFrame, parent: pl.Series) -> pl.DataFrame:
         .alias("kind_source"),
         parent.alias("_parent"),
     )
-    df = _with_self_time(df)
-    return _with_mix(df)
+    df = _with_self_time(lazy.collect())
+    temporary = [c for c in df.columns if c.startswith(_TMP)]
+    return _with_mix(df.lazy()).collect().drop(temporary)
 
 
 def _with_self_time(df: pl.DataFrame) -> pl.DataFrame:
@@ -153,7 +182,7 @@ def _with_self_time(df: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _with_mix(df: pl.DataFrame) -> pl.DataFrame:
+def _with_mix(df: pl.LazyFrame) -> pl.LazyFrame:
     """Fractions of each span's self time per kind (they sum to 1).
 
     * Our decorator's measured kinds write ``tracelens.io_ns`` / ``tracelens.wait_ns``: the

@@ -42,16 +42,18 @@ class Forest:
 def build_forest(spans: pl.DataFrame) -> Forest:
     """Resolve parents, break cycles, pick main roots and order children for the walk."""
     warnings: list[str] = []
-    df = spans.with_row_index("_row")
-    df = _drop_duplicates(df, warnings)
+    df = _numbered(spans.with_row_index("_row").sort(["trace_id", "_row"]))
+    parent = _parent_rows(df)
+    if parent is None:  # two spans share a hash key: maybe duplicate ids, settle it exactly
+        deduped = _drop_duplicates(df, warnings)
+        if deduped.height != df.height:
+            df = _numbered(deduped)
+        parent = _parent_rows(df)
+        if parent is None:
+            parent = _parent_rows_exact(df)
     df = _fix_times(df, warnings)
     _check_ids(df, warnings)
-    df = df.sort(["trace_id", "_row"])
-    df = df.with_columns(
-        pl.col("trace_id").rle_id().cast(pl.Int64).alias("_trace"),
-        pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"),
-    )
-    parent = _resolve_parents(df, warnings)
+    parent = _resolve_parents(df, parent, warnings)
     start = df["start_ns"].to_numpy().astype(np.int64, copy=False)
     end = df["end_ns"].to_numpy().astype(np.int64, copy=False)
     trace = df["_trace"].to_numpy()
@@ -71,6 +73,14 @@ def build_forest(spans: pl.DataFrame) -> Forest:
         start=start,
         end=end,
         warnings=warnings,
+    )
+
+
+def _numbered(df: pl.DataFrame) -> pl.DataFrame:
+    """Trace numbers and row numbers for a frame sorted by (trace_id, input order)."""
+    return df.with_columns(
+        pl.col("trace_id").rle_id().cast(pl.Int64).alias("_trace"),
+        pl.int_range(pl.len(), dtype=pl.Int64).alias("_i"),
     )
 
 
@@ -108,8 +118,7 @@ def _check_ids(df: pl.DataFrame, warnings: list[str]) -> None:
         warnings.append(f"{counts[1]} spans have a span id that is not 16 lower-case hex digits")
 
 
-def _resolve_parents(df: pl.DataFrame, warnings: list[str]) -> np.ndarray:
-    parent = _parent_rows(df)
+def _resolve_parents(df: pl.DataFrame, parent: np.ndarray, warnings: list[str]) -> np.ndarray:
     orphans = int((df["parent_span_id"].is_not_null().to_numpy() & (parent < 0)).sum())
     if orphans:
         warnings.append(f"{orphans} spans had no parent in the trace and were analysed as roots")
@@ -123,12 +132,13 @@ def _resolve_parents(df: pl.DataFrame, warnings: list[str]) -> np.ndarray:
     return parent
 
 
-def _parent_rows(df: pl.DataFrame) -> np.ndarray:
-    """Row of each span's parent in the same trace, -1 if absent.
+def _parent_rows(df: pl.DataFrame) -> np.ndarray | None:
+    """Row of each span's parent in the same trace, -1 if absent; None if two spans share a key.
 
     Looks up a 64-bit hash of (trace, id) with a sorted NumPy search instead of joining on two
-    strings (several times faster); every match is then checked against the real ids, and an
-    exact string join settles things if a hash collision confused any row.
+    strings (several times faster).  Distinct keys also prove there are no duplicate ids, so the
+    exact duplicate check runs only when keys collide.  Every match is checked against the real
+    ids, and an exact string join settles things if a hash collision confused any row.
     """
     keys = df.select(
         (pl.col("span_id").hash(seed=7) ^ pl.col("_trace").hash(seed=11)).alias("k"),
@@ -139,15 +149,12 @@ def _parent_rows(df: pl.DataFrame) -> np.ndarray:
     order = np.argsort(k)
     sk = k[order]
     if len(sk) > 1 and bool((sk[1:] == sk[:-1]).any()):
-        return _parent_rows_exact(df)  # two spans share a hash: be exact instead
+        return None
     pos = np.searchsorted(sk, pk)
     pos[pos >= len(sk)] = 0
     has = (sk[pos] == pk) & df["parent_span_id"].is_not_null().to_numpy() if len(sk) else pk < 0
     parent = np.where(has, order[pos] if len(sk) else -1, -1).astype(np.int64)
-    matched = (
-        df["span_id"].gather(parent[has]).to_numpy()
-        == df["parent_span_id"].filter(pl.Series(has)).to_numpy()
-    )
+    matched = df["span_id"].gather(parent[has]) == df["parent_span_id"].filter(pl.Series(has))
     if not matched.all():
         return _parent_rows_exact(df)
     return parent
