@@ -23,6 +23,7 @@ class CollectorConfig:
     max_connections: int = 2048
     retry_after_s: int = 1
     duckdb_memory: str = "1GB"  # DuckDB's own memory limit (its default is 80% of RAM)
+    duckdb_threads: int = 1  # more only compete with decoding for the same cores
     decode_threads: int = 1  # decoding holds the GIL: more threads only add switching
     max_grpc_rpcs: int = 64  # gRPC holds each message whole before the handler sees it
     drain_timeout_s: float = 30.0

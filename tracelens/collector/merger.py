@@ -1,9 +1,14 @@
 """Moves journaled spans into the DuckDB store in large transactions (see ``journal``).
 
-A merge runs when a row group's worth of spans is waiting, when the oldest has waited a second, when
-a reader asks for everything acknowledged so far (``flush``), and at shutdown.  A failed merge keeps
-its spans (they are in the journal too) and is retried; meanwhile the backlog counts against the
-queue limit, so the collector pushes back instead of growing.
+A merge runs when a row group's worth of spans is waiting, when the oldest has waited a second and
+no request came for a quarter of one (a lull), when the oldest has waited three seconds, when a
+reader asks for everything acknowledged so far (``flush``), and at shutdown.  Under steady load a
+plain one-second clock would merge ~70k spans at a time, under a row group, and DuckDB then writes
+them through its WAL at twice the CPU per span; waiting for the lull (or three seconds) lets
+sustained load fill row groups while a trickle is still stored within about a second.
+
+A failed merge keeps its spans (they are in the journal too) and is retried; meanwhile the backlog
+counts against the queue limit, so the collector pushes back instead of growing.
 """
 
 from __future__ import annotations
@@ -22,7 +27,9 @@ from tracelens.store import DuckDBStore
 log = logging.getLogger("tracelens.collector")
 
 MERGE_ROWS = 131_072  # at least DuckDB's row group (122,880): written without its WAL
-MERGE_INTERVAL_S = 1.0
+MERGE_INTERVAL_S = 1.0  # the oldest span's wait before a merge in a lull
+MERGE_IDLE_S = 0.25  # no request for this long: a lull
+MERGE_MAX_WAIT_S = 3.0  # the oldest span's wait before a merge in any case
 RETRY_S = 1.0
 
 
@@ -39,6 +46,7 @@ class Merger:
         self._rows = 0
         self.pending_bytes = 0
         self._oldest = 0.0
+        self._newest = 0.0
         self._added = 0  # tables handed over so far
         self._merged = 0  # of which merged
         self._flush_to = 0
@@ -51,8 +59,9 @@ class Merger:
         """Hand over journaled tables (the caller holds the journal lock)."""
         with self._cond:
             first = not self._tables
+            self._newest = time.monotonic()
             if first:
-                self._oldest = time.monotonic()
+                self._oldest = self._newest
             self._tables.extend(tables)
             self._rows += sum(t.num_rows for t in tables)
             self.pending_bytes += sum(t.nbytes for t in tables)
@@ -81,8 +90,12 @@ class Merger:
             self._closing
             or self._rows >= MERGE_ROWS
             or self._flush_to > self._merged
-            or time.monotonic() - self._oldest >= MERGE_INTERVAL_S
+            or time.monotonic() >= self._deadline()
         )
+
+    def _deadline(self) -> float:
+        lull = max(self._oldest + MERGE_INTERVAL_S, self._newest + MERGE_IDLE_S)
+        return min(lull, self._oldest + MERGE_MAX_WAIT_S)
 
     def _run(self) -> None:
         while True:
@@ -90,11 +103,7 @@ class Merger:
                 while not self._due():
                     if self._closing:
                         return
-                    wait = (
-                        MERGE_INTERVAL_S - (time.monotonic() - self._oldest)
-                        if self._tables
-                        else None
-                    )
+                    wait = self._deadline() - time.monotonic() if self._tables else None
                     self._cond.wait(wait if wait is None else max(wait, 0.01))
             self._merge_once()
 

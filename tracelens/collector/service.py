@@ -47,6 +47,7 @@ def _stderr(line: str) -> None:
 async def _serve(config: CollectorConfig, announce: Announce) -> None:
     store = DuckDBStore(config.db)
     store.set_memory_limit(config.duckdb_memory)
+    store.set_threads(config.duckdb_threads)
     stats = Stats()
     recovered = await asyncio.get_running_loop().run_in_executor(None, recover, store, config.db)
     if recovered:
