@@ -116,7 +116,7 @@ def test_full_queue_answers_retry_later_and_nothing_is_lost(tmp_path: Path) -> N
                         refused_http += 1
                 pending = [k for k, a in zip(pending, answers, strict=True) if a.status_code != 200]
                 time.sleep(1 if pending else 0)  # Retry-After
-            refused_grpc = _grpc_storm(col.grpc, _bodies(12, 2000)[6:])
+            refused_grpc = _grpc_storm(col.grpc, _bodies(18, 2000)[6:])
             stats = client.get("/stats").json()
         rss = psutil.Process(col.proc.pid).memory_info().rss
     finally:
@@ -126,7 +126,7 @@ def test_full_queue_answers_retry_later_and_nothing_is_lost(tmp_path: Path) -> N
     assert stats["requests_refused_busy"] >= refused_http + refused_grpc
     assert rss < 1.5 * (1 << 30)
     ids = _stored(tmp_path / "t.duckdb")
-    assert len(ids) == len(set(ids)) == 12 * 2000
+    assert len(ids) == len(set(ids)) == 18 * 2000
 
 
 def _grpc_storm(address: str | None, bodies: list[bytes]) -> int:
