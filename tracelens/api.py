@@ -10,6 +10,8 @@ import pyarrow as pa
 
 from tracelens.analysis import ANALYSIS_COLUMNS, Analysis, analyze_spans
 from tracelens.errors import InputError
+from tracelens.progress import Progress
+from tracelens.store import default_db_path, open_store
 
 
 @dataclass
@@ -28,18 +30,29 @@ def load_spans(
     columns: Sequence[str] | None = None,
     start_ns: int | None = None,
     end_ns: int | None = None,
+    bar: Progress | None = None,
 ) -> Loaded:
     """Spans from files when any are given, else from the store (through a running collector
-    when one holds it)."""
-    if files:
-        from tracelens.ingest import read_files
+    when one holds it).  Files are read one by one so ``bar`` can show how far it got."""
+    bar = bar or Progress(enabled=False)
+    if not files:
+        bar.set_label(f"reading the store {db or default_db_path()}")
+        return Loaded(spans=_read_store(db, columns, start_ns, end_ns))
+    from tracelens.ingest import read_files
 
-        got = read_files(list(files), input_format=input_format, keep_going=keep_going)
-        spans = got.spans
-        if columns:
-            spans = spans.select(list(columns))
-        return Loaded(spans=spans, warnings=list(got.warnings), errors=list(got.errors))
-    return Loaded(spans=_read_store(db, columns, start_ns, end_ns))
+    tables: list[pa.Table] = []
+    loaded = Loaded(spans=pa.table({}))
+    bar.total = len(files)
+    for i, path in enumerate(files):
+        bar.set_label(f"reading {os.fspath(path)}")
+        got = read_files([path], input_format=input_format, keep_going=keep_going)
+        tables.append(got.spans.select(list(columns)) if columns else got.spans)
+        loaded.warnings.extend(got.warnings)
+        loaded.errors.extend(got.errors)
+        bar.done = i + 1
+    bar.total = None
+    loaded.spans = pa.concat_tables(tables)
+    return loaded
 
 
 def _read_store(
@@ -53,8 +66,6 @@ def _read_store(
     else:
         table: pa.Table = read_store(db, columns=columns, start_ns=start_ns, end_ns=end_ns)
         return table
-    from tracelens.store import open_store
-
     with open_store(db, read_only=True) as store:
         return store.read(columns, start_ns=start_ns, end_ns=end_ns)
 
@@ -67,15 +78,28 @@ def analyze(
     top: int | None = None,
     keep_going: bool = False,
     findings: bool = True,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+    bar: Progress | None = None,
 ) -> Analysis:
     """Where each trace's end-to-end latency went: the library form of ``tracelens analyze``.
 
     Errors in files raise ``InputError`` unless ``keep_going``, in which case they are listed in
-    ``Analysis.errors`` and the other files are analysed.
+    ``Analysis.errors`` (and its warnings) and the other files are analysed.  ``start_ns`` /
+    ``end_ns`` keep the store's traces that started in that window.
     """
+    bar = bar or Progress(enabled=False)
     loaded = load_spans(
-        files, db=db, input_format=input_format, keep_going=keep_going, columns=ANALYSIS_COLUMNS
+        files,
+        db=db,
+        input_format=input_format,
+        keep_going=keep_going,
+        columns=ANALYSIS_COLUMNS,
+        start_ns=start_ns,
+        end_ns=end_ns,
+        bar=bar,
     )
+    bar.set_label(f"analysing {loaded.spans.num_rows:,} spans")
     notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
     result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)
     result.errors = list(loaded.errors)

@@ -54,16 +54,19 @@ def analyze(
     """
     from tracelens.api import analyze as run
     from tracelens.errors import TracelensError
+    from tracelens.progress import Progress
 
     try:
-        result = run(
-            files,
-            db=db,
-            input_format=input_format,
-            top=top,
-            keep_going=keep_going,
-            findings=not no_findings,
-        )
+        with Progress() as bar:  # on stderr, only when it is a terminal
+            result = run(
+                files,
+                db=db,
+                input_format=input_format,
+                top=top,
+                keep_going=keep_going,
+                findings=not no_findings,
+                bar=bar,
+            )
     except TracelensError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)

@@ -15,10 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-import pyarrow as pa
 from markupsafe import Markup
 
-from tracelens.analysis import ANALYSIS_COLUMNS, Analysis, analyze_spans
+from tracelens.analysis import Analysis
 from tracelens.analysis.kinds import KINDS
 from tracelens.progress import Progress
 from tracelens.report import fmt, model
@@ -108,13 +107,17 @@ def write_report(
     Returns the path written and the analysis (its ``errors`` list the files skipped with
     ``keep_going``).  ``bar`` shows the phases when given.
     """
+    from tracelens.api import analyze
+
     bar = bar or Progress(enabled=False)
-    spans, notes, errors = load(
-        files, db=db, input_format=input_format, keep_going=keep_going, bar=bar
+    analysis = analyze(
+        files,
+        db=db,
+        input_format=input_format,
+        keep_going=keep_going,
+        findings=findings,
+        bar=bar,
     )
-    bar.set_label(f"analysing {spans.num_rows:,} spans")
-    analysis = analyze_spans(spans, findings=findings, warnings=notes)
-    analysis.errors = list(errors)
     bar.set_label("rendering the report")
     sources = [os.fspath(f) for f in files] if files else [f"store {db or _default_db()}"]
     html = render_report(analysis, title=title, sources=sources)
@@ -123,41 +126,6 @@ def write_report(
         path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(html, encoding="utf-8")
     return path, analysis
-
-
-def load(
-    files: Sequence[str | os.PathLike[str]],
-    *,
-    db: str | None,
-    input_format: str | None,
-    keep_going: bool,
-    bar: Progress,
-    start_ns: int | None = None,
-    end_ns: int | None = None,
-) -> tuple[pa.Table, list[str], list[Exception]]:
-    """Spans for the analysis, file by file so a long load shows how far it got."""
-    from tracelens.api import load_spans
-
-    if not files:
-        bar.set_label(f"reading the store {db or _default_db()}")
-        got = load_spans(db=db, columns=ANALYSIS_COLUMNS, start_ns=start_ns, end_ns=end_ns)
-        return got.spans, list(got.warnings), []
-    tables: list[pa.Table] = []
-    notes: list[str] = []
-    errors: list[Exception] = []
-    bar.total = len(files)
-    for i, f in enumerate(files):
-        bar.set_label(f"reading {os.fspath(f)}")
-        got = load_spans(
-            [f], input_format=input_format, keep_going=keep_going, columns=ANALYSIS_COLUMNS
-        )
-        tables.append(got.spans)
-        notes.extend(got.warnings)
-        notes.extend(f"skipped {e}" for e in got.errors)
-        errors.extend(got.errors)
-        bar.done = i + 1
-    bar.total = None
-    return pa.concat_tables(tables), notes, errors
 
 
 def _default_db() -> str:

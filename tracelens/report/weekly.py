@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
-from tracelens.analysis import Analysis, analyze_spans
+from tracelens.analysis import Analysis
 from tracelens.analysis import summary as s
 from tracelens.analysis.kinds import KINDS
 from tracelens.errors import TracelensError
@@ -266,15 +266,11 @@ def share_trend(stats: list[WeekStats]) -> list[dict[str, Any]]:
 
 
 def _analyze_week(db: str | None, week: str, findings: bool, bar: Progress) -> Analysis:
-    from tracelens.report.render import load
+    from tracelens.api import analyze
 
     start, end = week_bounds(week)
     bar.set_label(f"{week}: reading the store")
-    spans, notes, _ = load(
-        (), db=db, input_format=None, keep_going=False, bar=bar, start_ns=start, end_ns=end
-    )
-    bar.set_label(f"{week}: analysing {spans.num_rows:,} spans")
-    return analyze_spans(spans, findings=findings, warnings=notes)
+    return analyze(db=db, findings=findings, start_ns=start, end_ns=end, bar=bar)
 
 
 def write_weekly(
