@@ -5,10 +5,11 @@ BatchSpanProcessor feeding the exporter, plus the child tracker tracelens adds) 
 exporter, so the difference is what the decorator adds: measuring (thread CPU clock per step),
 fingerprinting the arguments and the result, and writing the tracelens attributes.
 
-    python bench/overhead.py [--calls 20000] [--repeats 7] [--exporter null|file] [--clock wall|cpu]
+    python bench/overhead.py [--calls 5000] [--repeats 21] [--exporter null|file] [--clock wall|cpu]
 
 ``--clock cpu`` times the calling thread's CPU instead of wall time: on a shared, loaded machine
-the wall-clock figures swing with other processes, the CPU figures much less.
+the wall-clock figures swing with other processes, the CPU figures much less.  Many short rounds,
+the cases interleaved, keep a burst of load from landing on one case only.
 
 Prints, per shape, the median cost per call of: the plain function, a bare
 ``tracer.start_as_current_span`` around it, and the decorated function; the decorator's overhead
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import tempfile
@@ -121,8 +123,8 @@ def report(shape: str, medians: dict[str, float]) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=int, default=20000)
-    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--calls", type=int, default=5000)
+    parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--exporter", choices=("null", "file"), default="null")
     parser.add_argument("--clock", choices=tuple(CLOCK), default="wall")
     args = parser.parse_args(argv)
@@ -138,9 +140,11 @@ def main(argv: list[str] | None = None) -> int:
         with tracer.start_as_current_span("plain_async"):
             return await plain_async(1, "x")
 
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
         f"python {sys.version.split()[0]}, {args.calls} calls x {args.repeats} repeats, "
-        f"BatchSpanProcessor + {args.exporter} exporter; {args.clock} clock medians"
+        f"BatchSpanProcessor + {args.exporter} exporter; {args.clock} clock medians; "
+        f"load average {load} on {os.cpu_count()} CPUs"
     )
     sync_cases = {
         "plain": lambda: plain(1, "x"),

@@ -29,7 +29,9 @@ from tracelens_instrumentation.fingerprint import (
     MAX_NODES,
     StreamFingerprint,
     args_fingerprint,
+    fingerprint,
     result_fingerprint,
+    small_args_hash,
 )
 
 __all__ = ["spans"]
@@ -323,3 +325,43 @@ def _canonical(value: Any) -> Any:
     if isinstance(value, float):
         return ("d", value + 0.0)
     return (type(value).__name__, value)
+
+
+small_scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(1 << 21), max_value=1 << 21),
+    st.floats(allow_nan=False, width=32),
+    st.text(max_size=9),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(small_scalars, max_size=4), st.lists(small_scalars, max_size=4))
+def test_memoised_args_hash_is_the_full_one(first: list[Any], second: list[Any]) -> None:
+    """The hot path's memoised args_hash is args_fingerprint's, and a memo shared by two
+    argument lists (1 and True, 1 and 1.0 are equal in Python) never mixes them up."""
+    names = [b"a\0", b"b\0", b"c\0", b"d\0"]
+    memo: dict[tuple[Any, ...], str] = {}
+    for values in (tuple(first), tuple(second), tuple(first)):
+        full_hash, full_fps = args_fingerprint(names[: len(values)], values)
+        fast = small_args_hash(names[: len(values)], values, memo)
+        assert fast is None or (fast == full_hash and not full_fps)
+
+
+def test_memoised_args_hash_takes_only_small_values() -> None:
+    names = [b"a\0"]
+    value: Any
+    for value in (True, 1.0, 1 << 20, "eight ch", b"x", [1], (1,)):
+        assert small_args_hash(names, (value,), {}) is None, value
+    for value in (None, 0, -(1 << 20) + 1, (1 << 20) - 1, "", "seven c", "\udc80"):
+        assert small_args_hash(names, (value,), {}) == args_fingerprint(names, [value])[0]
+
+
+@settings(max_examples=150, deadline=None)
+@given(small_scalars)
+def test_result_fast_paths_match_the_general_walk(value: Any) -> None:
+    for _ in range(2):  # the second time from the tables
+        fp = fingerprint(value)
+        parts = sorted(fp.parts)
+        assert result_fingerprint(value) == (fp.hex, [d[:8].hex() for _, d in parts][:1])

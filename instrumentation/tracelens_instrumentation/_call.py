@@ -27,7 +27,21 @@ _repr.maxstring = 256
 _repr.maxother = 256
 _repr.maxlong = 64
 
+# Attribute names as module constants: read on every call, cheaper than ``attrs.NAME``.
+ARGS_HASH: Final = attrs.ARGS_HASH
+KIND: Final = attrs.KIND
+IO_NS: Final = attrs.IO_NS
+WAIT_NS: Final = attrs.WAIT_NS
+CPU_NS: Final = attrs.CPU_NS
+RESULT_HASH: Final = attrs.RESULT_HASH
+RESULT_FPS: Final = attrs.RESULT_FPS
+RESULT_VALUE: Final = attrs.RESULT_VALUE
+ERROR_TYPE: Final = attrs.ERROR_TYPE
+small_args_hash = fingerprint.small_args_hash
 set_span_in_context = otel_trace.set_span_in_context
+get_current = otel_context.get_current
+perf = measure.perf
+records = measure.records
 attach = otel_context.attach
 detach = otel_context.detach
 
@@ -35,7 +49,9 @@ detach = otel_context.detach
 class Spec:
     """What the decorator knows about a function once, at decoration time."""
 
-    __slots__ = ("capture", "index", "kind", "measured", "name", "positional", "skip", "star")
+    __slots__ = (
+        "capture", "index", "kind", "measured", "memo", "name", "positional", "skip", "star",
+    )  # fmt: skip
 
     def __init__(self, func: Callable[..., Any], kind: str | None, name: str | None, capture: bool):
         self.kind = kind
@@ -43,6 +59,7 @@ class Spec:
         qualname = getattr(func, "__qualname__", None) or type(func).__name__
         self.name = name or str(qualname).replace("<locals>.", "")
         self.capture = capture
+        self.memo: dict[tuple[Any, ...], str] = {}  # args_hash of small argument lists
         self.positional: tuple[bytes, ...] = ()
         self.star = b"*args\0"
         self.index: dict[str, int] = {}
@@ -86,17 +103,18 @@ class Call(measure.Record):
 
     token: Any = None
 
-    def __init__(self, spec: Spec, span: Any, values: dict[str, Any]) -> None:
-        super().__init__(spec.measured)
+    def __init__(self, spec: Spec, span: Any, values: dict[str, Any], ctx: Any) -> None:
+        # Record.__init__ inlined (this runs on every traced call)
+        self.measured = spec.measured
+        self.t0 = perf()
         self.spec = spec
         self.span = span
         self.values = values
-        self.ctx = set_span_in_context(span)
-        ctx = span.get_span_context()
-        self.span_id = ctx.span_id
+        self.ctx = ctx  # the context with this span current
+        self.span_id = span_id = span.get_span_context().span_id
         parent_ctx = getattr(span, "parent", None)
-        self.parent = measure.records.get(parent_ctx.span_id) if parent_ctx is not None else None
-        measure.records[self.span_id] = self
+        self.parent = records.get(parent_ctx.span_id) if parent_ctx is not None else None
+        records[span_id] = self
 
 
 class Passive:
@@ -104,9 +122,9 @@ class Passive:
 
     __slots__ = ("span", "token")
 
-    def __init__(self, span: Any, attach_now: bool) -> None:
+    def __init__(self, span: Any, attach_now: bool, current: Any) -> None:
         self.span = span
-        self.token = attach(set_span_in_context(span)) if attach_now else None
+        self.token = attach(set_span_in_context(span, current)) if attach_now else None
 
     def end(self) -> None:
         try:
@@ -120,13 +138,26 @@ class Passive:
 def begin(
     spec: Spec, tracer: Any, args: tuple[Any, ...], kwargs: dict[str, Any], attach_now: bool
 ) -> Call | Passive | None:
-    """Starts the span for a call; None (after logging) if the instrumentation failed."""
+    """Starts the span for a call; None (after logging) if the instrumentation failed.
+
+    The current context is read once and handed to the SDK and to ``set_span_in_context``
+    (each would otherwise read it again: three reads saved per call).
+    """
     try:
-        span = tracer.start_span(spec.name)
+        current = get_current()
+        span = tracer.start_span(spec.name, current)
         if not span.is_recording():
-            return Passive(span, attach_now)
-        values = _arg_values(spec, args, kwargs)
-        call = Call(spec, span, values)
+            return Passive(span, attach_now, current)
+        values = None
+        if not kwargs and not spec.capture:  # the common call: small positional args, memoised
+            own = args[1:] if spec.skip and args else args
+            if len(own) <= len(spec.positional):
+                known = small_args_hash(spec.positional, own, spec.memo)
+                if known is not None:
+                    values = {ARGS_HASH: known}
+        if values is None:
+            values = _bound_values(spec, args, kwargs)
+        call = Call(spec, span, values, set_span_in_context(span, current))
         if attach_now:
             call.token = attach(call.ctx)
         return call
@@ -135,7 +166,8 @@ def begin(
         return None
 
 
-def _arg_values(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _bound_values(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The attributes of the arguments, bound to parameter names: the general path."""
     names, values = spec.bind(args, kwargs)
     args_hash, arg_fps = fingerprint.args_fingerprint(names, values)
     out: dict[str, Any] = {attrs.ARGS_HASH: args_hash}
@@ -168,16 +200,28 @@ def end(
 ) -> None:
     """Writes the measurements and fingerprints, ends the span, restores the context."""
     try:
-        if call.suspended:  # a generator closed between items: its last gap ends now
-            now = measure.perf()
-            call.resume(now)
-        else:
-            now = call.last_w if call.last_w and not call.in_step else measure.perf()
-        _write(call, now, result, raw_result, exc)
-    except Exception:
-        _runtime.complain("end", "tracelens: recording a span's measurements failed")
-    finally:
-        _close(call)
+        try:
+            if call.suspended:  # a generator closed between items: its last gap ends now
+                now = perf()
+                call.resume(now)
+            else:
+                now = call.last_w if call.last_w and not call.in_step else perf()
+            _write(call, now, result, raw_result, exc)
+        except Exception:
+            _runtime.complain("end", "tracelens: recording a span's measurements failed")
+    finally:  # closed in line rather than by a helper: this runs on every traced call
+        records.pop(call.span_id, None)
+        token = call.token
+        if token is not None:
+            call.token = None
+            try:
+                detach(token)
+            except Exception:
+                _runtime.complain("detach", "tracelens: restoring the context failed")
+        try:
+            call.span.end()
+        except Exception:
+            _runtime.complain("end", "tracelens: ending a span failed")
 
 
 def _write(
@@ -193,21 +237,21 @@ def _write(
     kind, cpu, io, wait = call.finish(now)
     values = call.values
     if call.measured:
-        values[attrs.KIND] = kind
-        values[attrs.IO_NS] = io  # always, even 0: their presence marks a measured kind
-        values[attrs.WAIT_NS] = wait
+        values[KIND] = kind
+        values[IO_NS] = io  # always, even 0: their presence marks a measured kind
+        values[WAIT_NS] = wait
     else:
-        values[attrs.KIND] = call.spec.kind
-    values[attrs.CPU_NS] = cpu
+        values[KIND] = call.spec.kind
+    values[CPU_NS] = cpu
     if result is not None:
-        values[attrs.RESULT_HASH] = result[0]
+        values[RESULT_HASH] = result[0]
         if result[1]:
-            values[attrs.RESULT_FPS] = tuple(result[1])
+            values[RESULT_FPS] = tuple(result[1])
         if call.spec.capture:
-            values[attrs.RESULT_VALUE] = safe_repr(raw_result)
+            values[RESULT_VALUE] = safe_repr(raw_result)
     span = call.span
     if exc is not None:
-        values[attrs.ERROR_TYPE] = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        values[ERROR_TYPE] = f"{type(exc).__module__}.{type(exc).__qualname__}"
         span.record_exception(exc)
         span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
     set_attributes(span, values)
@@ -221,31 +265,21 @@ def set_attributes(span: Any, values: dict[str, Any]) -> None:
     span's attribute store is the SDK's ``BoundedAttributes`` with room to spare and no value
     length limit, they go straight into it; anything else takes the public path.
     """
-    store = getattr(span, "_attributes", None)
-    raw = getattr(store, "_dict", None)
-    if (
-        type(raw) is dict
-        and getattr(store, "max_value_len", 0) is None
-        and getattr(span, "_end_time", 0) is None
-        and len(raw) + len(values) <= (getattr(store, "maxlen", None) or 1 << 30)
-    ):
+    try:
+        store = span._attributes
+        raw = store._dict
+        direct = (
+            type(raw) is dict
+            and store.max_value_len is None
+            and span._end_time is None
+            and len(raw) + len(values) <= (store.maxlen or 1 << 30)
+        )
+    except AttributeError:
+        direct = False
+    if direct:
         raw.update(values)
     else:
         span.set_attributes(values)
-
-
-def _close(call: Call) -> None:
-    measure.records.pop(call.span_id, None)
-    try:
-        if call.token is not None:
-            detach(call.token)
-            call.token = None
-    except Exception:
-        _runtime.complain("detach", "tracelens: restoring the context failed")
-    try:
-        call.span.end()
-    except Exception:
-        _runtime.complain("end", "tracelens: ending a span failed")
 
 
 def result_of(value: Any) -> tuple[str, list[str]] | None:

@@ -84,18 +84,23 @@ def _decorate(func: Any, kind: str | None, name: str | None, capture_args: bool)
 
 
 def _wrap_sync(func: Callable[..., Any], spec: _call.Spec) -> Any:
+    # Bound once here, read as closure cells on every call: cheaper than module attributes.
+    runtime, begin, end, result_of, call_type, ident = (
+        _runtime, _call.begin, _call.end, _call.result_of, _call.Call, _ident
+    )  # fmt: skip
+
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        tracer = _runtime.TRACER or _runtime.tracer()
+        tracer = runtime.TRACER or runtime.tracer()
         if tracer is None:
             return func(*args, **kwargs)
-        call = _call.begin(spec, tracer, args, kwargs, True)
-        if not isinstance(call, _call.Call):
+        call = begin(spec, tracer, args, kwargs, True)
+        if not isinstance(call, call_type):
             try:
                 return func(*args, **kwargs)
             finally:
                 if call is not None:
                     call.end()
-        thread = _ident()
+        thread = ident()
         call.step_begin(thread)
         parent = call.parent
         if parent is not None:
@@ -104,30 +109,43 @@ def _wrap_sync(func: Callable[..., Any], spec: _call.Spec) -> Any:
             result = func(*args, **kwargs)
         except BaseException as exc:
             call.step_end()
-            _call.end(call, None, None, exc)
+            end(call, None, None, exc)
             raise
         call.step_end()
-        _call.end(call, _call.result_of(result), result)
+        end(call, result_of(result), result)
         return result
 
     return wrapper
 
 
 class _Stepper:
-    """Drives a coroutine one ``send`` at a time for the span measuring it."""
+    """Drives a suspended coroutine one ``send`` at a time for the span measuring it.
 
-    __slots__ = ("call", "coro")
+    The wrapper runs the first step itself (most coroutines finish without suspending, and then
+    need no stepper); this picks up at the first suspension, ``yielded`` being what it yielded.
+    """
 
-    def __init__(self, coro: Any, call: _call.Call) -> None:
+    __slots__ = ("call", "coro", "yielded")
+
+    def __init__(self, coro: Any, call: _call.Call, yielded: Any) -> None:
         self.coro = coro
         self.call = call
+        self.yielded = yielded
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        coro, call = self.coro, self.call
+        coro, call, yielded = self.coro, self.call, self.yielded
         send, throw, measured = coro.send, coro.throw, call.measured
-        value: Any = None
-        error: BaseException | None = None
         while True:
+            call.suspend(call.last_w, _awaiting(coro, yielded, call) if measured else None)
+            value: Any = None
+            error: BaseException | None = None
+            try:
+                value = yield yielded
+            except GeneratorExit:
+                coro.close()
+                raise
+            except BaseException as exc:
+                error = exc
             call.step_begin(_ident())
             call.resume(call.step_w)
             try:
@@ -139,15 +157,6 @@ class _Stepper:
                 call.step_end()
                 raise
             call.step_end()
-            call.suspend(call.last_w, _awaiting(coro, yielded, call) if measured else None)
-            try:
-                value = yield yielded
-                error = None
-            except GeneratorExit:
-                coro.close()
-                raise
-            except BaseException as exc:
-                value, error = None, exc
 
 
 def _awaiting(obj: Any, yielded: Any, call: _call.Call) -> str | None:
@@ -182,26 +191,43 @@ def _judge_again(obj: Any, call: _call.Call, step: int) -> None:
 
 
 def _wrap_async(func: Callable[..., Any], spec: _call.Spec) -> Any:
+    runtime, begin, end, result_of, call_type, ident = (
+        _runtime, _call.begin, _call.end, _call.result_of, _call.Call, _ident
+    )  # fmt: skip
+
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
-        tracer = _runtime.TRACER or _runtime.tracer()
+        tracer = runtime.TRACER or runtime.tracer()
         if tracer is None:
             return await func(*args, **kwargs)
-        call = _call.begin(spec, tracer, args, kwargs, True)
-        if not isinstance(call, _call.Call):
+        call = begin(spec, tracer, args, kwargs, True)
+        if not isinstance(call, call_type):
             try:
                 return await func(*args, **kwargs)
             finally:
                 if call is not None:
                     call.end()
+        thread = ident()
         parent = call.parent
         if parent is not None:
-            parent.child_open(call.t0, _ident(), None)
+            parent.child_open(call.t0, thread, None)
         try:
-            result = await _Stepper(func(*args, **kwargs), call)
+            coro = func(*args, **kwargs)
+            call.step_begin(thread)  # the first step, run here: no stepper if it finishes
+            try:
+                yielded = coro.send(None)
+            except StopIteration as stop:
+                call.step_end()
+                result = stop.value
+            except BaseException:
+                call.step_end()
+                raise
+            else:
+                call.step_end()
+                result = await _Stepper(coro, call, yielded)
         except BaseException as exc:
-            _call.end(call, None, None, exc)
+            end(call, None, None, exc)
             raise
-        _call.end(call, _call.result_of(result), result)
+        end(call, result_of(result), result)
         return result
 
     return wrapper

@@ -459,16 +459,74 @@ def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str
     return digest.hex(), collect_fps(parts) if parts else []
 
 
+def _scalar_hex(value: Any) -> str:
+    enc = scalar_encoding(value)
+    return _digest(enc if enc is not None else b"").hex()
+
+
+# Digests of the commonest results (None, booleans, small ints), computed once: hashing one
+# costs a third of what the whole result fingerprint may add to a traced call.
+_SMALL_RESULTS: Final = {
+    (typ, v): _scalar_hex(v)
+    for typ, values in ((int, range(-256, 1025)), (bool, (False, True)))
+    for v in values
+}
+_SHORT_STR_HEX: dict[str, str] = {}  # short ASCII results seen, bounded by MEMO_MAX
+MEMO_MAX: Final = 4096
+
+
+def small_args_hash(
+    names: Sequence[bytes], values: tuple[Any, ...], memo: dict[tuple[Any, ...], str]
+) -> str | None:
+    """``args_hash`` of a call whose arguments are all small ints, short strings or None (no
+    ``arg_fps`` then), else None: ``args_fingerprint``'s digest, computed once per distinct
+    argument tuple (these repeat: ids, flags, modes) and then found in ``memo``.
+
+    The tuple itself is the key: ints, strings and None never compare equal across types, and
+    equal values of one of these exact types encode alike.  Strings and ints are bounded by
+    the ``arg_fps`` thresholds, so keys stay small.  ``memo``: one per function (``names``
+    are its parameters), cleared at ``MEMO_MAX`` entries.
+    """
+    for value in values:
+        typ = type(value)
+        if typ is int:
+            if not -MIN_FP_INT < value < MIN_FP_INT:
+                return None
+        elif typ is str:
+            if len(value) >= MIN_FP_STR:
+                return None
+        elif value is not None:
+            return None
+    known = memo.get(values)
+    if known is None:
+        known, fps = args_fingerprint(names, values)
+        if fps:  # (cannot happen for these values; never memoise what would lose fps)
+            return known
+        if len(memo) >= MEMO_MAX:
+            memo.clear()
+        memo[values] = known
+    return known
+
+
 def result_fingerprint(value: Any) -> tuple[str, list[str]]:
     """``tracelens.result_hash`` and ``tracelens.result_fps`` of a return value."""
     if value is None:  # fast paths: the most common results
         return _NONE_HEX, []
     typ = type(value)
-    if typ is int and -MIN_FP_INT < value < MIN_FP_INT:
-        enc = b"i" + value.to_bytes(value.bit_length() // 8 + 1, "big", signed=True)
-        return blake2b(enc).digest()[:DIGEST_SIZE].hex(), []
-    if typ is str and len(value) < MIN_FP_STR and value.isascii():
-        return blake2b(b"s" + value.encode()).digest()[:DIGEST_SIZE].hex(), []
+    if typ is int or typ is bool:
+        known = _SMALL_RESULTS.get((typ, value))
+        if known is not None:
+            return known, []
+        if typ is int and -MIN_FP_INT < value < MIN_FP_INT:
+            enc = b"i" + value.to_bytes(value.bit_length() // 8 + 1, "big", signed=True)
+            return blake2b(enc).digest()[:DIGEST_SIZE].hex(), []
+    elif typ is str and len(value) < MIN_FP_STR and value.isascii():
+        known = _SHORT_STR_HEX.get(value)
+        if known is None:
+            if len(_SHORT_STR_HEX) >= MEMO_MAX:
+                _SHORT_STR_HEX.clear()
+            known = _SHORT_STR_HEX[value] = _digest(b"s" + value.encode()).hex()
+        return known, []
     fp = fingerprint(value)
     return fp.hex, collect_fps([fp.parts]) if fp.parts else []
 

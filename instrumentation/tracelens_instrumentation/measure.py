@@ -41,7 +41,9 @@ ident = threading.get_ident
 
 # Live records by span id, so children (ours or other instrumentations') find their parent.
 records: dict[int, Record] = {}
-RUN: Final = "run"  # evidence: kernel run delay (preempted, waiting for a CPU)
+RUN: Final = "run"
+_CPU: Final = attrs.CPU
+_WAIT: Final = attrs.WAIT  # evidence: kernel run delay (preempted, waiting for a CPU)
 # Records currently executing a step, per thread, innermost last: what the sampler inspects.
 stacks: dict[int, list[Record]] = {}
 
@@ -131,19 +133,20 @@ class Record:
 
     # -- steps ----------------------------------------------------------------------------
     def step_begin(self, thread: int) -> None:
-        if self.measured and _parked[0]:
+        measured = self.measured
+        if measured and _parked[0]:
             _wake[0]()  # before the clocks are read: waking the sampler is not this span's time
         self.thread = thread
         self.native = getattr(_local, "tid", 0) or native_id()
-        self.step_no += 1
+        self.step_no = step_no = self.step_no + 1
         # CPU clock read outside the wall clock reads, at both ends: the clock reads themselves
         # count as on-CPU, so a function that never blocks shows no off-CPU time.
         self.step_c = thread_cpu()
         self.step_w = now = perf()
-        if self.step_no == 1:
+        if step_no == 1:
             self.t0 = now  # the span's own time starts with its first step
         self.in_step = True
-        if self.measured:
+        if measured:
             stack = stacks.get(thread)
             if stack is None:
                 stack = stacks[thread] = []
@@ -203,12 +206,19 @@ class Record:
             self.cov_c += max(0, self.cpu - self.mark_c)
             self.open = 0
         self.ended = True
-        self_wall = max(0, now - self.t0 - self.cov_w)
-        self_cpu = min(max(0, self.cpu - self.cov_c), self_wall)
+        # Comparisons rather than min()/max() calls: this runs on every traced call.
+        self_wall = now - self.t0 - self.cov_w
+        if self_wall < 0:
+            self_wall = 0
+        self_cpu = self.cpu - self.cov_c
+        if self_cpu < 0:
+            self_cpu = 0
+        elif self_cpu > self_wall:
+            self_cpu = self_wall
         off = self_wall - self_cpu
         if not (self.sw_io or self.sw_wait or self.io or self.wait or self.gil):
             # Nothing suspended or sampled (most short calls): off-CPU time is wait.
-            return (attrs.CPU if self_cpu >= off else attrs.WAIT), self.cpu, 0, off
+            return (_CPU if self_cpu >= off else _WAIT), self.cpu, 0, off
         # Suspended time is known exactly and by kind; the rest of the off-CPU time happened
         # inside steps, where samples saw it blocked on io, waiting, or off-CPU in plain Python
         # (the GIL), and the kernel's run delay tells how much of it was preemption.
