@@ -136,7 +136,9 @@ def test_phases_are_contiguous_and_keep_vllms_durations(marks: Any, offset: int)
     )
     phases = request_phases(metrics, offset)
     names = [p.name for p in phases]
-    expected = ["vllm.queue", "vllm.prefill"] + (["vllm.decode"] if last > first else [])
+    # A decode shorter than a nanosecond rounds to nothing and is left out.
+    decoded = round(last * NS) > round(first * NS)
+    expected = ["vllm.queue", "vllm.prefill"] + (["vllm.decode"] if decoded else [])
     assert names == expected
     assert [p.kind for p in phases] == [A.WAIT, A.GPU, A.GPU][: len(phases)]
     for a, b in itertools.pairwise(phases):

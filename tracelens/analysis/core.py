@@ -8,6 +8,7 @@ needs the tables it returns, concatenated.
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,8 +65,11 @@ def analyze_traces(spans: pa.Table | pl.DataFrame) -> TraceAnalysis:
     """Critical paths, kinds and per-trace latency of a table of complete traces."""
     df = to_polars(spans)
     forest = build_forest(df)
-    sp = resolve_kinds(forest.spans, pl.Series("_parent", forest.parent))
-    secs = critical_paths(forest)
+    # Kinds are Polars/NumPy work that runs without the GIL; the walk is Python.  Overlap them.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        kinds = pool.submit(resolve_kinds, forest.spans, pl.Series("_parent", forest.parent))
+        secs = critical_paths(forest)
+        sp = kinds.result()
     sections = _sections_table(sp, forest.main_root, secs)
     traces = _traces_table(sp, forest.main_root, sections)
     return TraceAnalysis(spans=sp, sections=sections, traces=traces, warnings=forest.warnings)
