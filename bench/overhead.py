@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import os
 import statistics
 import sys
@@ -127,34 +128,45 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=21)
     parser.add_argument("--exporter", choices=("null", "file"), default="null")
     parser.add_argument("--clock", choices=tuple(CLOCK), default="wall")
+    parser.add_argument(
+        "--fresh-args",
+        action="store_true",
+        help="a new argument value on every call (no fingerprint cache hits)",
+    )
     args = parser.parse_args(argv)
+    counter = itertools.count(1_000_000_000)
+
+    def arg() -> int:
+        return next(counter) if args.fresh_args else 1
+
     global clock
     clock = CLOCK[args.clock]
     tracer, close = setup(args.exporter)
 
     def bare() -> int:
         with tracer.start_as_current_span("plain"):
-            return plain(1, "x")
+            return plain(arg(), "x")
 
     async def bare_async() -> int:
         with tracer.start_as_current_span("plain_async"):
-            return await plain_async(1, "x")
+            return await plain_async(arg(), "x")
 
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
         f"python {sys.version.split()[0]}, {args.calls} calls x {args.repeats} repeats, "
         f"BatchSpanProcessor + {args.exporter} exporter; {args.clock} clock medians; "
+        f"{'fresh' if args.fresh_args else 'repeated'} arguments; "
         f"load average {load} on {os.cpu_count()} CPUs"
     )
     sync_cases = {
-        "plain": lambda: plain(1, "x"),
+        "plain": lambda: plain(arg(), "x"),
         "bare span": bare,
-        "@trace": lambda: decorated(1, "x"),
+        "@trace": lambda: decorated(arg(), "x"),
     }
     async_cases = {
-        "plain": lambda: plain_async(1, "x"),
+        "plain": lambda: plain_async(arg(), "x"),
         "bare span": bare_async,
-        "@trace": lambda: decorated_async(1, "x"),
+        "@trace": lambda: decorated_async(arg(), "x"),
     }
     ratios = [
         report("sync", measure(sync_cases, time_sync, args.calls, args.repeats)),
