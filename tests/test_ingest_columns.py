@@ -9,11 +9,11 @@ from typing import Any
 from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from reference_columns import ReferenceSpanColumns
 
 from tracelens.errors import InputError
 from tracelens.ingest import read_bytes
-from tracelens.ingest._columns import FastSpanColumns, json_scalar
-from tracelens.schema import COLUMNS, SpanColumns, attribute_dict, json_value
+from tracelens.schema import COLUMNS, SpanColumns, attribute_dict, json_scalar, json_value
 
 _text = st.text(max_size=8)
 _scalar = st.one_of(
@@ -66,7 +66,7 @@ _row = st.fixed_dictionaries(
 @settings(max_examples=150, deadline=None)
 @given(st.lists(_row, max_size=6))
 def test_fast_columns_equal_span_columns(rows: list[dict[str, Any]]) -> None:
-    fast, reference = FastSpanColumns(), SpanColumns()
+    fast, reference = SpanColumns(), ReferenceSpanColumns()
     for row in rows:
         fast.append(**row)
         reference.append(**row)

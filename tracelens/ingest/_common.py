@@ -17,8 +17,7 @@ from typing import Any, Final
 
 import pyarrow as pa
 
-from tracelens.ingest._columns import FastSpanColumns
-from tracelens.schema import conform, empty_spans
+from tracelens.schema import SpanColumns, conform, empty_spans
 
 # Rows per Arrow chunk: bounds the Python-object memory a large import holds at once.
 CHUNK_ROWS: Final = 65_536
@@ -175,7 +174,7 @@ class SpanBatch:
     """Span columns cut into Arrow chunks so a million-span file never sits in Python lists."""
 
     def __init__(self, chunk_rows: int = CHUNK_ROWS) -> None:
-        self.cols = FastSpanColumns()
+        self.cols = SpanColumns()
         self._chunk_rows = chunk_rows
         self._tables: list[pa.Table] = []
 
@@ -187,7 +186,7 @@ class SpanBatch:
     def _flush(self) -> None:
         if len(self.cols):
             self._tables.append(self.cols.to_arrow())
-            self.cols = FastSpanColumns()
+            self.cols = SpanColumns()
 
     def extend(self, table: pa.Table) -> None:
         """Add spans another decoder already turned into a span table."""
