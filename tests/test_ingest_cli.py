@@ -91,3 +91,10 @@ def test_db_from_environment_in_a_subprocess(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     assert "read 40 spans in 1 trace from 1 file; 40 new" in proc.stdout
     assert _count(db) == 40
+
+
+def test_cli_formats_are_the_importers() -> None:
+    from tracelens.cli._options import INPUT_FORMATS
+    from tracelens.ingest import FORMATS
+
+    assert tuple(INPUT_FORMATS) == tuple(FORMATS)

@@ -161,12 +161,12 @@ class SpanColumns:
         c["status_message"].append(status_message or None)
         promoted = self._attributes(attributes) if attributes else None
         if promoted:
-            c["kind"].append(_as_str(promoted.get("kind")))
-            c["cpu_ns"].append(_as_int(promoted.get("cpu_ns")))
-            c["args_hash"].append(_as_str(promoted.get("args_hash")))
-            c["result_hash"].append(_as_str(promoted.get("result_hash")))
-            self._arg_fps.append(_as_str_list(promoted.get("arg_fps")))
-            self._result_fps.append(_as_str_list(promoted.get("result_fps")))
+            c["kind"].append(as_str(promoted.get("kind")))
+            c["cpu_ns"].append(as_int(promoted.get("cpu_ns")))
+            c["args_hash"].append(as_str(promoted.get("args_hash")))
+            c["result_hash"].append(as_str(promoted.get("result_hash")))
+            self._arg_fps.append(as_str_list(promoted.get("arg_fps")))
+            self._result_fps.append(as_str_list(promoted.get("result_fps")))
         else:
             for col in ("kind", "cpu_ns", "args_hash", "result_hash"):
                 c[col].append(None)
@@ -218,11 +218,12 @@ class SpanColumns:
         return pa.table([arrays[name] for name in COLUMNS], schema=SPAN_SCHEMA)
 
 
-def _as_str(value: Any) -> str | None:
+def as_str(value: Any) -> str | None:
+    """How a promoted value becomes a string column (shared with the protobuf decoder)."""
     return None if value is None else str(value)
 
 
-def _as_int(value: Any) -> int | None:
+def as_int(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
         return None
     try:
@@ -232,7 +233,7 @@ def _as_int(value: Any) -> int | None:
     return number if -(2**63) <= number < 2**63 else None  # what an int64 column can hold
 
 
-def _as_str_list(value: Any) -> list[str] | None:
+def as_str_list(value: Any) -> list[str] | None:
     if value is None:
         return None
     if isinstance(value, str):

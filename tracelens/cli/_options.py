@@ -13,3 +13,13 @@ db_option = click.option(
     show_envvar=True,
     help="DuckDB store (default ./tracelens.duckdb).",
 )
+
+# tracelens.ingest.FORMATS, spelled here so that options load no importer (a test keeps them equal).
+INPUT_FORMATS = ("otlp-json", "otlp-proto", "jaeger", "zipkin")
+
+input_format_option = click.option(
+    "--input-format",
+    type=click.Choice(INPUT_FORMATS),
+    default=None,
+    help="Skip format detection: every file is in this format.",
+)

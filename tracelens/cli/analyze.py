@@ -6,20 +6,13 @@ import sys
 
 import click
 
-from tracelens.cli._options import db_option
-
-INPUT_FORMATS = ("otlp-json", "otlp-proto", "jaeger", "zipkin")
+from tracelens.cli._options import db_option, input_format_option
 
 
 @click.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @db_option
-@click.option(
-    "--input-format",
-    type=click.Choice(INPUT_FORMATS),
-    default=None,
-    help="Force the input format (default: detect from the content).",
-)
+@input_format_option
 @click.option(
     "--format", "format_", type=click.Choice(["text", "json"]), default="text", show_default=True
 )

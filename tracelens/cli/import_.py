@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import click
 
-from tracelens.cli._options import db_option
-from tracelens.ingest.detect import FORMATS
+from tracelens.cli._options import db_option, input_format_option
 
 # Exit status for bad input (click uses 2 for bad usage too: both mean "fix what you passed").
 EXIT_INPUT_ERROR = 2
@@ -14,12 +13,7 @@ EXIT_INPUT_ERROR = 2
 @click.command("import")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @db_option
-@click.option(
-    "--input-format",
-    type=click.Choice(FORMATS),
-    default=None,
-    help="Skip format detection: every file is in this format.",
-)
+@input_format_option
 @click.option(
     "--keep-going",
     is_flag=True,

@@ -6,8 +6,7 @@ import sys
 
 import click
 
-from tracelens.cli._options import db_option
-from tracelens.ingest.detect import FORMATS
+from tracelens.cli._options import db_option, input_format_option
 
 EXIT_INPUT_ERROR = 2
 
@@ -27,12 +26,7 @@ def _check_week(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @db_option
-@click.option(
-    "--input-format",
-    type=click.Choice(FORMATS),
-    default=None,
-    help="Skip format detection: every file is in this format.",
-)
+@input_format_option
 @click.option(
     "--out",
     type=click.Path(dir_okay=False, writable=True),

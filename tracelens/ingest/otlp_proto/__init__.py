@@ -25,7 +25,15 @@ from tracelens.ingest.otlp_proto import _keyvalues
 from tracelens.ingest.otlp_proto._lazy import LazyRequest
 from tracelens.ingest.otlp_proto._small import small_table
 from tracelens.ingest.otlp_proto._spans import span_fields
-from tracelens.schema import COLUMNS, PROMOTED_ATTRIBUTES, SPAN_SCHEMA, empty_spans
+from tracelens.schema import (
+    COLUMNS,
+    PROMOTED_ATTRIBUTES,
+    SPAN_SCHEMA,
+    as_int,
+    as_str,
+    as_str_list,
+    empty_spans,
+)
 
 __all__ = ["CheckedSpans", "check_spans", "decode_export_request", "decode_export_request_checked"]
 
@@ -226,36 +234,11 @@ def _scatter(values: pa.Array, idx: np.ndarray, span_of: np.ndarray, n: int) -> 
     return values.take(pa.array(pick, mask=pick < 0))
 
 
-# The conversions SpanColumns applies to promoted values (kept identical to tracelens.schema).
-def _as_str(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _as_int(value: Any) -> int | None:
-    if value is None or isinstance(value, bool):
-        return None
-    try:
-        number = int(value)
-    except (TypeError, ValueError, OverflowError):
-        return None
-    return number if -(2**63) <= number < 2**63 else None  # beyond int64: not a CPU time
-
-
-def _as_str_list(value: Any) -> list[str] | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        return [value]
-    if isinstance(value, (list, tuple, dict, bytes)):
-        return [str(v) for v in value]
-    return [str(value)]
-
-
 _CONVERT: Final = {
-    "kind": _as_str,
-    "args_hash": _as_str,
-    "result_hash": _as_str,
-    "cpu_ns": _as_int,
-    "arg_fps": _as_str_list,
-    "result_fps": _as_str_list,
+    "kind": as_str,
+    "args_hash": as_str,
+    "result_hash": as_str,
+    "cpu_ns": as_int,
+    "arg_fps": as_str_list,
+    "result_fps": as_str_list,
 }

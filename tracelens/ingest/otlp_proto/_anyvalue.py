@@ -7,13 +7,12 @@ Nesting is bounded by upb's parse depth limit (100), so recursion here is bounde
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from typing import Any
 
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 
-from tracelens.schema import json_value
+from tracelens.schema import json_scalar
 
 
 def any_value(value: AnyValue) -> Any:
@@ -35,11 +34,4 @@ def key_values(items: Iterable[KeyValue]) -> dict[str, Any]:
 
 def json_text(value: Any) -> str:
     """JSON text of a non-string attribute value, exactly as ``SpanColumns`` writes it."""
-    kind = type(value)
-    if kind is int:
-        return str(value)
-    if kind is bool:
-        return "true" if value else "false"
-    if kind is float and math.isfinite(value):
-        return repr(value)
-    return json_value(value)
+    return json_scalar(value)
