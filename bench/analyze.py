@@ -4,7 +4,7 @@
 
 Writes agent-shaped traces (bench/synth.py, ~50 spans each) into a DuckDB store, then, in the
 same run and each in a fresh process, times
-  * the baseline: ``SELECT * FROM spans`` into an Arrow table,
+  * the baseline: ``SELECT * FROM span_rows`` (the stored table) into an Arrow table,
   * ``tracelens analyze --db`` with critical paths only (``--no-findings``),
   * ``tracelens analyze --db`` with the bottleneck finder,
 and prints medians, the ratios to the baseline and each run's peak RSS.
@@ -30,7 +30,7 @@ SCAN = """
 import duckdb, time, resource, json, sys
 t0 = time.perf_counter()
 con = duckdb.connect(sys.argv[1], read_only=True)
-table = con.sql("SELECT * FROM spans").to_arrow_table()
+table = con.sql("SELECT * FROM span_rows").to_arrow_table()
 elapsed = time.perf_counter() - t0
 print(json.dumps({"s": elapsed, "rows": table.num_rows,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))

@@ -5,12 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pyarrow as pa
 import pytest
 from spans import make_spans
 
 from tracelens.errors import StoreError
 from tracelens.schema import SPAN_SCHEMA, attribute_dict
 from tracelens.store import DuckDBStore
+from tracelens.store.duckdb import STORE_VERSION, table_ddl
 
 
 def test_round_trip_is_lossless(tmp_path: Path) -> None:
@@ -77,3 +79,75 @@ def test_newer_store_is_refused(tmp_path: Path) -> None:
 def test_missing_store_read_only(tmp_path: Path) -> None:
     with pytest.raises(StoreError, match="no such store"):
         DuckDBStore(tmp_path / "missing.duckdb", read_only=True)
+
+
+def test_sql_view_shows_attributes_as_a_map(tmp_path: Path) -> None:
+    """Stored as key/value lists (cheaper to insert); the ``spans`` view is for SQL by hand."""
+    t = make_spans([{"id": 0, "start": 1, "end": 2, "attributes": {"http.method": "GET"}}])
+    path = tmp_path / "s.duckdb"
+    with DuckDBStore(path) as store:
+        store.append(t)
+    con = duckdb.connect(str(path), read_only=True)
+    assert con.sql("SELECT attributes['http.method'] FROM spans").fetchall() == [("GET",)]
+    con.close()
+
+
+def _version_1_store(path: Path) -> None:
+    """A store as tracelens wrote it before attributes were stored as lists."""
+    con = duckdb.connect(str(path))
+    con.execute("CREATE TABLE tracelens_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
+    con.execute("INSERT INTO tracelens_meta VALUES ('schema_version', '1')")
+    ddl = table_ddl("spans").replace(
+        "STRUCT(key VARCHAR, value VARCHAR)[]", "MAP(VARCHAR, VARCHAR)"
+    )
+    con.execute(ddl)
+    spans = make_spans(
+        [
+            {"id": 0, "start": 1, "end": 5, "attributes": {"a": "1", "n": 2}},
+            {"id": 1, "parent": 0, "start": 2, "end": 3},
+        ]
+    )
+    con.register("new", spans)
+    con.execute("INSERT INTO spans SELECT * FROM new")
+    con.close()
+
+
+def test_version_1_store_is_read_and_upgraded(tmp_path: Path) -> None:
+    path = tmp_path / "old.duckdb"
+    _version_1_store(path)
+    with DuckDBStore(path, read_only=True) as store:  # read as it is
+        before = store.read()
+    assert before.num_rows == 2
+    with DuckDBStore(path) as store:  # opened for writing: upgraded in place
+        assert store.read().equals(before)
+        assert store.append(make_spans([{"id": 7, "start": 1, "end": 2}])) == 1
+        assert store.count() == 3
+    con = duckdb.connect(str(path), read_only=True)
+    version = con.sql("SELECT value FROM tracelens_meta WHERE key = 'schema_version'").fetchall()
+    assert version == [(str(STORE_VERSION),)]
+    got = con.sql("SELECT attributes['a'] FROM spans ORDER BY span_id").fetchall()
+    assert got == [("1",), (None,), (None,)]
+    con.close()
+
+
+def test_null_and_empty_attributes_round_trip(tmp_path: Path) -> None:
+    t = make_spans([{"id": i, "start": 1, "end": 2} for i in range(3)])
+    i = t.schema.get_field_index("attributes")
+    attrs = pa.array([None, [], [("k", "v")]], SPAN_SCHEMA.field("attributes").type)
+    t = t.set_column(i, "attributes", attrs)
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        store.append(t.slice(1))  # a sliced table: offsets do not start at zero
+        store.append(t.slice(0, 1))
+        back = store.read().sort_by("span_id")
+    assert back.column("attributes").to_pylist() == [None, [], [("k", "v")]]
+
+
+def test_append_new_falls_back_to_dedup_on_stored_ids(tmp_path: Path) -> None:
+    """The collector's plain INSERT meets a re-sent batch: nothing fails, nothing doubles."""
+    t = make_spans([{"id": i, "start": 1, "end": 2, "attributes": {"a": "b"}} for i in range(3)])
+    more = make_spans([{"id": i, "start": 1, "end": 2} for i in range(2, 5)])
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        assert store.append_new(t) == 3
+        assert store.append_new(t) == 0
+        assert store.append_new(more) == 2
+        assert store.count() == 5

@@ -1,9 +1,14 @@
 """The embedded DuckDB span store: Arrow in, Arrow out.
 
-The ``spans`` table is derived from ``SPAN_SCHEMA``; its primary key (trace_id, span_id) makes a
-re-sent span a no-op (``INSERT OR IGNORE``), which is what exporter retries need.  The schema
-version lives in ``tracelens_meta``; a store written by a newer tracelens is refused instead of
-being misread.
+The ``span_rows`` table is derived from ``SPAN_SCHEMA``; its primary key (trace_id, span_id) makes
+a re-sent span a no-op (``INSERT OR IGNORE``), which is what exporter retries need.  One deviation:
+``attributes`` is stored as a list of (key, value) structs, not a DuckDB ``MAP``.  DuckDB checks
+every inserted map for duplicate keys, which doubled the collector's insert cost; the keys are
+unique already (the importers dedupe), and the Arrow map is rebuilt on read without copying.  For
+SQL by hand, the ``spans`` view shows the attributes as a ``MAP`` (``attributes['http.method']``).
+
+The store version lives in ``tracelens_meta``; a store written by a newer tracelens is refused
+instead of being misread, and an older one is upgraded in place when opened for writing.
 """
 
 from __future__ import annotations
@@ -17,10 +22,15 @@ import duckdb
 import pyarrow as pa
 
 from tracelens.errors import StoreError
-from tracelens.schema import COLUMNS, SCHEMA_VERSION, SPAN_SCHEMA, conform
+from tracelens.schema import COLUMNS, SPAN_SCHEMA, conform
 
 DEFAULT_DB = "tracelens.duckdb"
-TABLE = "spans"
+TABLE = "span_rows"  # what is stored
+VIEW = "spans"  # the same rows with ``attributes`` as a MAP, for SQL by hand
+STORE_VERSION = 2  # 1: ``spans`` was the table, with a MAP column
+_ENTRY = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.string())])
+_ROWS_ATTRIBUTES = pa.list_(_ENTRY)
+_MAP = SPAN_SCHEMA.field("attributes").type
 
 
 def default_db_path() -> str:
@@ -28,6 +38,8 @@ def default_db_path() -> str:
 
 
 def _duck_type(t: pa.DataType) -> str:
+    if t == _MAP:
+        return "STRUCT(key VARCHAR, value VARCHAR)[]"
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         return "VARCHAR"
     if pa.types.is_int64(t):
@@ -44,6 +56,31 @@ def table_ddl(name: str = TABLE) -> str:
         f"{f.name} {_duck_type(f.type)}{'' if f.nullable else ' NOT NULL'}" for f in SPAN_SCHEMA
     )
     return f"CREATE TABLE IF NOT EXISTS {name} (\n  {cols},\n  PRIMARY KEY (trace_id, span_id)\n)"
+
+
+def view_ddl() -> str:
+    return (
+        f"CREATE OR REPLACE VIEW {VIEW} AS SELECT * REPLACE "
+        f"(map_from_entries(attributes) AS attributes) FROM {TABLE}"
+    )
+
+
+def to_rows(spans: pa.Table) -> pa.Table:
+    """The span table as stored: ``attributes`` as a list of (key, value) (no copy)."""
+    i = spans.schema.get_field_index("attributes")
+    return spans.set_column(i, "attributes", spans.column(i).cast(_ROWS_ATTRIBUTES))
+
+
+def _attribute_map(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """``attributes`` as read (a list of key/value structs) back to the schema's map."""
+    chunks = []
+    for chunk in column.chunks:
+        entries = chunk.values.flatten()
+        mask = chunk.is_null() if chunk.null_count else None
+        chunks.append(
+            pa.MapArray.from_arrays(chunk.offsets, entries[0], entries[1], type=_MAP, mask=mask)
+        )
+    return pa.chunked_array(chunks, _MAP)
 
 
 class DuckDBStore:
@@ -63,6 +100,7 @@ class DuckDBStore:
 
     def _init_schema(self) -> None:
         con = self._con
+        self._table = TABLE
         has_meta = con.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_name = 'tracelens_meta'"
         ).fetchone()
@@ -71,24 +109,44 @@ class DuckDBStore:
                 "SELECT value FROM tracelens_meta WHERE key = 'schema_version'"
             ).fetchone()
             version = int(row[0]) if row else 0
-            if version > SCHEMA_VERSION:
+            if version > STORE_VERSION:
                 raise StoreError(
                     f"{self.path}: written by a newer tracelens (store schema version {version}, "
-                    f"this tracelens reads up to {SCHEMA_VERSION}); upgrade tracelens"
+                    f"this tracelens reads up to {STORE_VERSION}); upgrade tracelens"
                 )
+            if version < 2:
+                if self.read_only:
+                    self._table = VIEW  # version 1: the table itself, with a MAP column
+                else:
+                    self._upgrade_from_1()
             return
         if self.read_only:
             raise StoreError(f"{self.path}: not a tracelens store (no tracelens_meta table)")
+        con.execute("BEGIN")
         con.execute("CREATE TABLE tracelens_meta (key VARCHAR PRIMARY KEY, value VARCHAR)")
-        con.execute(
-            "INSERT INTO tracelens_meta VALUES ('schema_version', ?)", [str(SCHEMA_VERSION)]
-        )
+        con.execute("INSERT INTO tracelens_meta VALUES ('schema_version', ?)", [str(STORE_VERSION)])
         con.execute(table_ddl())
+        con.execute(view_ddl())
+        con.execute("COMMIT")
+
+    def _upgrade_from_1(self) -> None:
+        con = self._con
+        con.execute("BEGIN")
+        con.execute(f"ALTER TABLE {VIEW} RENAME TO {TABLE}")
+        con.execute(
+            f"ALTER TABLE {TABLE} ALTER attributes TYPE {_duck_type(_MAP)} "
+            "USING map_entries(attributes)"
+        )
+        con.execute(view_ddl())
+        con.execute(
+            "UPDATE tracelens_meta SET value = ? WHERE key = 'schema_version'", [str(STORE_VERSION)]
+        )
+        con.execute("COMMIT")
 
     def append(self, spans: pa.Table) -> int:
         if spans.num_rows == 0:
             return 0
-        spans = conform(spans)
+        spans = to_rows(conform(spans))
         with self._lock:
             before = self._count_locked()
             cur = self._con.cursor()
@@ -112,13 +170,13 @@ class DuckDBStore:
         """
         if spans.num_rows == 0:
             return 0
-        spans = conform(spans)
+        rows = to_rows(conform(spans))
         with self._lock:
             cur = self._con.cursor()
             try:
-                cur.register("_tracelens_new", spans)
+                cur.register("_tracelens_new", rows)
                 cur.execute(f"INSERT INTO {TABLE} SELECT * FROM _tracelens_new")
-                return spans.num_rows
+                return rows.num_rows
             except duckdb.ConstraintException:
                 pass
             finally:
@@ -138,7 +196,7 @@ class DuckDBStore:
             self._con.execute(f"SET threads = {int(threads)}")
 
     def _count_locked(self) -> int:
-        row = self._con.execute(f"SELECT count(*) FROM {TABLE}").fetchone()
+        row = self._con.execute(f"SELECT count(*) FROM {self._table}").fetchone()
         return int(row[0]) if row else 0
 
     def count(self) -> int:
@@ -169,20 +227,25 @@ class DuckDBStore:
                 params.append(end_ns)
             where = (
                 f" WHERE trace_id IN (SELECT trace_id FROM (SELECT trace_id, min(start_ns) AS t0 "
-                f"FROM {TABLE} GROUP BY trace_id) WHERE {' AND '.join(conds)})"
+                f"FROM {self._table} GROUP BY trace_id) WHERE {' AND '.join(conds)})"
             )
         with self._lock:
             cur = self._con.cursor()
             try:
-                table = cur.sql(f"SELECT {select} FROM {TABLE}{where}", params=params or None)
+                table = cur.sql(f"SELECT {select} FROM {self._table}{where}", params=params or None)
                 result = table.to_arrow_table()
             finally:
                 cur.close()
+        if "attributes" in cols and result.schema.field("attributes").type != _MAP:
+            i = result.schema.get_field_index("attributes")
+            result = result.set_column(i, "attributes", _attribute_map(result.column(i)))
         return result.cast(pa.schema([SPAN_SCHEMA.field(c) for c in cols]))
 
     def time_range(self) -> tuple[int, int] | None:
         with self._lock:
-            row = self._con.execute(f"SELECT min(start_ns), max(end_ns) FROM {TABLE}").fetchone()
+            row = self._con.execute(
+                f"SELECT min(start_ns), max(end_ns) FROM {self._table}"
+            ).fetchone()
         if not row or row[0] is None:
             return None
         return int(row[0]), int(row[1])
