@@ -37,7 +37,9 @@ RESULT_HASH: Final = attrs.RESULT_HASH
 RESULT_FPS: Final = attrs.RESULT_FPS
 RESULT_VALUE: Final = attrs.RESULT_VALUE
 ERROR_TYPE: Final = attrs.ERROR_TYPE
+ARG_FPS: Final = attrs.ARG_FPS
 small_args_hash = fingerprint.small_args_hash
+args_fingerprint = fingerprint.args_fingerprint
 set_span_in_context = otel_trace.set_span_in_context
 get_current = otel_context.get_current
 perf = measure.perf
@@ -148,13 +150,16 @@ def begin(
         span = tracer.start_span(spec.name, current)
         if not span.is_recording():
             return Passive(span, attach_now, current)
-        values = None
-        if not kwargs and not spec.capture:  # the common call: small positional args, memoised
+        values: dict[str, Any] | None = None
+        if not kwargs and not spec.capture:  # the common call: positional args, no binding
             own = args[1:] if spec.skip and args else args
             if len(own) <= len(spec.positional):
-                known = small_args_hash(spec.positional, own, spec.memo)
+                known = small_args_hash(spec.positional, own, spec.memo)  # small: memoised
                 if known is not None:
                     values = {ARGS_HASH: known}
+                else:  # (zip stops at the last argument given)
+                    known, fps = args_fingerprint(spec.positional, own)
+                    values = {ARGS_HASH: known, ARG_FPS: tuple(fps)} if fps else {ARGS_HASH: known}
         if values is None:
             values = _bound_values(spec, args, kwargs)
         call = Call(spec, span, values, set_span_in_context(span, current))

@@ -424,6 +424,7 @@ def _small_int_ref(value: int) -> bytes:
 
 _SMALL_INT_REFS: Final = {i: _small_int_ref(i) for i in range(-256, 1025)}
 _NONE_REF: Final = b"\x01n"
+_MAX_INT_BITS: Final = 8 * MAX_BYTES
 _STR_TAGS: Final = [bytes((n + 1,)) + b"s" for n in range(MIN_FP_STR)]
 
 
@@ -431,13 +432,14 @@ def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str
     """``tracelens.args_hash`` and ``tracelens.arg_fps`` of a call bound to parameter names.
 
     ``names`` are the parameter names UTF-8 encoded with a trailing NUL (precomputed per
-    function).  Small ints, short strings and None, the bulk of arguments, are referenced
-    inline here with precomputed pieces: this runs on every traced call.
+    function).  Builtin scalars, the bulk of arguments, are encoded and referenced right here
+    (the bytes ``value_ref`` would give, without its calls and objects): this runs on every
+    traced call whose arguments are not all small and repeated.
     """
     chunks: list[bytes] = []
-    parts: list[list[tuple[int, bytes]]] = []
+    found: list[tuple[int, bytes]] | None = None
     small_ints = _SMALL_INT_REFS
-    for name, value in zip(names, values, strict=False):
+    for name, value in zip(names, values):  # noqa: B905 (strict=False costs a keyword call)
         chunks.append(name)
         typ = type(value)
         if typ is int:
@@ -445,18 +447,65 @@ def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str
             if ref is not None:
                 chunks.append(ref)
                 continue
-        elif typ is str and len(value) < MIN_FP_STR and value.isascii():
-            chunks.append(_STR_TAGS[len(value)] + value.encode())
-            continue
+            bits = value.bit_length()
+            if bits > _MAX_INT_BITS:
+                enc = _enc_int(value)
+            else:
+                enc = b"i" + value.to_bytes(bits // 8 + 1, "big", signed=True)
+            if -MIN_FP_INT < value < MIN_FP_INT:
+                if len(enc) <= _INLINE:
+                    chunks.append(bytes((len(enc),)) + enc)
+                    continue
+                chunks.append(b"\xff" + blake2b(enc).digest()[:DIGEST_SIZE])
+                continue
+        elif typ is str:
+            if len(value) < MIN_FP_STR:
+                if value.isascii():
+                    chunks.append(_STR_TAGS[len(value)] + value.encode())
+                    continue
+                enc = _enc_str(value)
+                if len(enc) <= _INLINE:
+                    chunks.append(bytes((len(enc),)) + enc)
+                    continue
+                chunks.append(b"\xff" + blake2b(enc).digest()[:DIGEST_SIZE])
+                continue
+            enc = _enc_str(value)
         elif value is None:
             chunks.append(_NONE_REF)
             continue
-        ref, value_parts = value_ref(value)
-        chunks.append(ref)
-        if value_parts:
-            parts.append(value_parts)
-    digest = blake2b(b"A" + b"".join(chunks)).digest()[:DIGEST_SIZE]
-    return digest.hex(), collect_fps(parts) if parts else []
+        elif typ is bytes:
+            enc = _enc_bytes(value)
+            if len(value) < MIN_FP_STR:
+                if len(enc) <= _INLINE:
+                    chunks.append(bytes((len(enc),)) + enc)
+                    continue
+                chunks.append(b"\xff" + blake2b(enc).digest()[:DIGEST_SIZE])
+                continue
+        elif typ is float:
+            enc = _enc_float(value)
+            chunks.append(bytes((len(enc),)) + enc)  # 9 bytes or 4: always inline
+            continue
+        else:
+            ref, value_parts = value_ref(value)
+            chunks.append(ref)
+            if value_parts:
+                if found is None:
+                    found = []
+                found.extend(value_parts)
+            continue
+        # a content-bearing scalar: referenced by digest, and one of the arg_fps
+        digest = blake2b(enc).digest()[:DIGEST_SIZE]
+        chunks.append(b"\xff" + digest)
+        if found is None:
+            found = [(0, digest)]
+        else:
+            found.append((0, digest))
+    args_hash = blake2b(b"A" + b"".join(chunks)).digest()[:DIGEST_SIZE].hex()
+    if found is None:
+        return args_hash, []
+    if len(found) == 1:
+        return args_hash, [found[0][1][:FP_SIZE].hex()]
+    return args_hash, collect_fps([found])
 
 
 def _scalar_hex(value: Any) -> str:
@@ -517,9 +566,10 @@ def result_fingerprint(value: Any) -> tuple[str, list[str]]:
         known = _SMALL_RESULTS.get((typ, value))
         if known is not None:
             return known, []
-        if typ is int and -MIN_FP_INT < value < MIN_FP_INT:
-            enc = b"i" + value.to_bytes(value.bit_length() // 8 + 1, "big", signed=True)
-            return blake2b(enc).digest()[:DIGEST_SIZE].hex(), []
+        if typ is int:  # (a bool is always among the small results)
+            hexed = blake2b(_enc_int(value)).digest()[:DIGEST_SIZE].hex()
+            candidate = value >= MIN_FP_INT or value <= -MIN_FP_INT
+            return hexed, [hexed[: 2 * FP_SIZE]] if candidate else []
     elif typ is str and len(value) < MIN_FP_STR and value.isascii():
         known = _SHORT_STR_HEX.get(value)
         if known is None:
@@ -527,6 +577,10 @@ def result_fingerprint(value: Any) -> tuple[str, list[str]]:
                 _SHORT_STR_HEX.clear()
             known = _SHORT_STR_HEX[value] = _digest(b"s" + value.encode()).hex()
         return known, []
+    elif typ is str or typ is bytes:
+        digest = blake2b(_enc_str(value) if typ is str else _enc_bytes(value)).digest()
+        hexed = digest[:DIGEST_SIZE].hex()
+        return hexed, [hexed[: 2 * FP_SIZE]] if len(value) >= MIN_FP_STR else []
     fp = fingerprint(value)
     return fp.hex, collect_fps([fp.parts]) if fp.parts else []
 
