@@ -61,3 +61,37 @@ def test_a_lull_merges_after_a_second_and_a_stream_within_the_longest_wait(
         jour.close()
         store.close()
     assert DuckDBStore(db).count() == rows + 5
+
+
+def test_queued_bytes_return_to_zero_so_the_queue_limit_keeps_working(tmp_path: Path) -> None:
+    """Every byte counted in is counted out (a drift below zero once let the queue grow past
+    its limit under sustained load), and a full queue refuses instead of growing."""
+    from tracelens.collector import journal
+    from tracelens.collector.writer import BatchWriter, Committed
+
+    db = str(tmp_path / "w.duckdb")
+    store, stats = DuckDBStore(db), Stats()
+    body = encode_spans(make_spans(5, prefix="q")).SerializeToString()
+    table = decode_export_request(body)
+    limit = 3 * (table.nbytes + len(body))
+    writer = BatchWriter(store, db, stats, max_queue_bytes=limit, max_batch_rows=100_000)
+    done: list[object] = []
+    try:
+        for k in range(20):
+            t = decode_export_request(
+                encode_spans(make_spans(5, prefix=f"q{k}")).SerializeToString()
+            )
+            while not writer.try_submit(t, (journal.PROTOBUF, body), done.append):
+                assert stats.queue_bytes > 0, "refused with nothing held"
+                time.sleep(0.01)
+            assert stats.queue_bytes <= limit + table.nbytes + len(body)
+        deadline = time.monotonic() + 10
+        while len(done) < 20 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert all(isinstance(d, Committed) for d in done) and len(done) == 20
+        assert writer.merger.flush(30)  # (everything is handed over once answered)
+        assert writer._held() == 0
+    finally:
+        writer.close()
+        store.close()
+    assert DuckDBStore(db).count() == 100

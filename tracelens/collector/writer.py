@@ -78,14 +78,14 @@ class BatchWriter:
         """Queue ``table`` (decoded from ``record``, which goes to the journal); ``done`` is called
         from the writer thread once it is durable (or with the exception that prevented it).
         False when full or closing: nothing was queued."""
-        nbytes = table.nbytes
+        nbytes = table.nbytes + len(record[1])  # held until journaled: the spans and the body
         with self._cond:
             full = self._held() + nbytes > self._max_queue_bytes and (
                 self._queue or self.merger.pending_bytes
             )
             if self._closing or full:
                 return False
-            self._queue.append(_Item(table, record, nbytes + len(record[1]), done))
+            self._queue.append(_Item(table, record, nbytes, done))
             self._queued_bytes += nbytes
             self._publish_depth()
             self._cond.notify()
