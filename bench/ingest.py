@@ -217,7 +217,7 @@ def _threads(arg: tuple[tuple[Any, ...], int]) -> list[tuple[float, float]]:
 # -- systems under test ------------------------------------------------------------------------
 
 
-def start_tracelens(db: Path) -> tuple[subprocess.Popen[str], str]:
+def start_tracelens(db: Path, queue_mb: float | None = None) -> tuple[subprocess.Popen[str], str]:
     cmd = [
         sys.executable,
         "-m",
@@ -229,6 +229,7 @@ def start_tracelens(db: Path) -> tuple[subprocess.Popen[str], str]:
         "127.0.0.1:0",
         "--grpc",
         "off",
+        *(["--queue-mb", str(queue_mb)] if queue_mb else []),
     ]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stderr is not None
@@ -341,6 +342,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--warmup", type=float, default=3.0)
     parser.add_argument("--no-phoenix", action="store_true")
+    parser.add_argument(
+        "--queue-mb", type=float, help="the collector's --queue-mb (default: its own)"
+    )
     args = parser.parse_args()
 
     body, offsets = base_payload()
@@ -359,7 +363,7 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="tracelens-ingest-"))
     try:
-        proc, url = start_tracelens(tmp / "bench.duckdb")
+        proc, url = start_tracelens(tmp / "bench.duckdb", args.queue_mb)
         try:
             result = run_load(
                 url,

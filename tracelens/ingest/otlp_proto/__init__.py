@@ -8,6 +8,11 @@ per attribute) tops out near 100k spans/s, so the request is parsed with lazy me
 parsed for the whole request at once with NumPy (``_keyvalues``).  The table equals what the OTLP
 JSON importer produces for the same content; ``tests/test_otlp_proto.py`` checks that against the
 JSON importer and against a plain reference decoder.
+
+A compiled decoder (``_native.c``, wrapped by ``_fastpath``) does the same several times faster
+where it is built; it hands every request it is not sure of to the Python path, so the result never
+depends on which path ran.  ``USE_NATIVE`` (default: built and ``TRACELENS_NO_NATIVE`` unset) picks
+the path; ``tests/test_otlp_native.py`` checks that both give the same answers.
 """
 
 from __future__ import annotations
@@ -21,10 +26,10 @@ import pyarrow.compute as pc
 from google.protobuf.message import DecodeError
 
 from tracelens.errors import InputError
-from tracelens.ingest.otlp_proto import _keyvalues
+from tracelens.ingest.otlp_proto import _fastpath, _keyvalues
 from tracelens.ingest.otlp_proto._lazy import LazyRequest
 from tracelens.ingest.otlp_proto._small import small_table
-from tracelens.ingest.otlp_proto._spans import span_fields
+from tracelens.ingest.otlp_proto._spans import Problems, span_fields
 from tracelens.schema import (
     COLUMNS,
     PROMOTED_ATTRIBUTES,
@@ -42,6 +47,17 @@ SMALL_REQUEST: Final = 24  # spans; up to this many, a plain loop beats the vect
 _ZERO_TRACE: Final = pa.scalar("0" * 32, pa.string())
 _ZERO_SPAN: Final = pa.scalar("0" * 16, pa.string())
 _ZERO: Final = pa.scalar(0, pa.int64())
+_CHECK_REASONS: Final = (
+    "trace id is not 16 bytes (32 hex digits) or is all zeros",
+    "span id is not 8 bytes (16 hex digits) or is all zeros",
+    "parent span id is not 8 bytes",
+    "start or end time is zero",
+    "end time before start time",
+)
+_DECODE_ERRORS: Final = (DecodeError, pa.ArrowInvalid, UnicodeDecodeError, ValueError, RuntimeError)
+
+USE_NATIVE: bool = _fastpath.AVAILABLE
+"""Decode with the compiled decoder where it is built (tests switch it per call instead)."""
 
 
 @dataclass
@@ -65,7 +81,9 @@ def decode_export_request(data: bytes, source: str = "<request>") -> pa.Table:
 def decode_export_request_checked(data: bytes, source: str = "<request>") -> CheckedSpans:
     """For the collector: malformed bytes still raise ``InputError`` (the request is refused), but
     spans with invalid ids or times are dropped one by one and counted (OTLP partial success)."""
-    table, problems = _decode(data, source)
+    table, problems, checks = _decode_full(data, source)
+    if checks is not None:
+        return _checked_by_flags(table, problems, checks)
     rejected = int(problems.mask.sum())
     message = problems.first
     if rejected:
@@ -85,24 +103,14 @@ def check_spans(table: pa.Table) -> CheckedSpans:
         return CheckedSpans(table, 0)
     tid, sid, parent = table["trace_id"], table["span_id"], table["parent_span_id"]
     start, end = table["start_ns"], table["end_ns"]
-    checks = [
-        (
-            pc.and_(
-                pc.match_substring_regex(tid, "^[0-9a-f]{32}$"), pc.not_equal(tid, _ZERO_TRACE)
-            ),
-            "trace id is not 16 bytes (32 hex digits) or is all zeros",
-        ),
-        (
-            pc.and_(pc.match_substring_regex(sid, "^[0-9a-f]{16}$"), pc.not_equal(sid, _ZERO_SPAN)),
-            "span id is not 8 bytes (16 hex digits) or is all zeros",
-        ),
-        (
-            pc.or_kleene(pc.is_null(parent), pc.match_substring_regex(parent, "^[0-9a-f]{16}$")),
-            "parent span id is not 8 bytes",
-        ),
-        (pc.and_(pc.greater(start, _ZERO), pc.greater(end, _ZERO)), "start or end time is zero"),
-        (pc.greater_equal(end, start), "end time before start time"),
+    masks = [
+        pc.and_(pc.match_substring_regex(tid, "^[0-9a-f]{32}$"), pc.not_equal(tid, _ZERO_TRACE)),
+        pc.and_(pc.match_substring_regex(sid, "^[0-9a-f]{16}$"), pc.not_equal(sid, _ZERO_SPAN)),
+        pc.or_kleene(pc.is_null(parent), pc.match_substring_regex(parent, "^[0-9a-f]{16}$")),
+        pc.and_(pc.greater(start, _ZERO), pc.greater(end, _ZERO)),
+        pc.greater_equal(end, start),
     ]
+    checks = list(zip(masks, _CHECK_REASONS, strict=True))
     good = checks[0][0]
     for mask, _ in checks[1:]:
         good = pc.and_(good, mask)
@@ -119,14 +127,56 @@ def check_spans(table: pa.Table) -> CheckedSpans:
     return CheckedSpans(table.filter(good), rejected, message)
 
 
-def _decode(data: bytes, source: str, small: int = SMALL_REQUEST) -> tuple[pa.Table, Any]:
+def _checked_by_flags(table: pa.Table, problems: Problems, checks: np.ndarray) -> CheckedSpans:
+    """``decode_export_request_checked``'s answer from the compiled decoder's check flags: the
+    same spans, count and message as ``check_spans`` on the table without the invalid spans."""
+    bad = problems.mask | (checks != 0)
+    rejected = int(bad.sum())
+    if not rejected:
+        return CheckedSpans(table, 0)
+    message = problems.first
+    if message is None:
+        for bit, why in enumerate(_CHECK_REASONS):
+            rows = np.flatnonzero((checks & (1 << bit)) != 0)
+            if len(rows):
+                message = f"span {table['span_id'][int(rows[0])].as_py()!r}: {why}"
+                break
+    return CheckedSpans(table.filter(pa.array(~bad)), rejected, message)
+
+
+def _decode(
+    data: bytes, source: str, small: int = SMALL_REQUEST, native: bool | None = None
+) -> tuple[pa.Table, Any]:
+    """The table and its invalid spans; ``native`` overrides ``USE_NATIVE``."""
+    table, problems, _ = _decode_full(data, source, small, native)
+    return table, problems
+
+
+def _decode_full(
+    data: bytes, source: str, small: int = SMALL_REQUEST, native: bool | None = None
+) -> tuple[pa.Table, Any, np.ndarray | None]:
+    """As ``_decode``, plus the compiled decoder's ``check_spans`` flags where it ran."""
+    if USE_NATIVE if native is None else native:
+        try:
+            decoded = _fastpath.decode(data, small)
+            if isinstance(decoded, int):
+                return (*small_table(data), None)
+        except _DECODE_ERRORS as exc:
+            raise InputError(source, f"not a valid OTLP protobuf trace request: {exc}") from None
+        if decoded is not None:
+            return decoded.table, decoded.problems, decoded.checks
+    table, problems = _decode_python(data, source, small)
+    return table, problems, None
+
+
+def _decode_python(data: bytes, source: str, small: int) -> tuple[pa.Table, Any]:
     try:
         request = LazyRequest.FromString(data)
         if _span_count(request, small) <= small:
             return small_table(data)
         fields = span_fields(request)
         kv = _keyvalues.parse(fields.flat_attributes)
-    except (DecodeError, pa.ArrowInvalid, UnicodeDecodeError, ValueError, RuntimeError) as exc:
+    except _DECODE_ERRORS as exc:
         raise InputError(source, f"not a valid OTLP protobuf trace request: {exc}") from None
     n = len(fields.counts)
     if n == 0:

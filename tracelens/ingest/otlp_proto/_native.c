@@ -1,0 +1,1294 @@
+/* Compiled fast path of the OTLP protobuf trace decoder (tracelens.ingest.otlp_proto).
+ *
+ * Why: turning a request into Arrow columns through Python objects costs microseconds per span,
+ * more than everything else the collector does.  This walks the wire format of an
+ * ExportTraceServiceRequest (same bytes as TracesData) once and fills column buffers; Python wraps
+ * them into Arrow arrays without a Python object per span.
+ *
+ * The contract that keeps it exact: it only *accepts* requests in a shape it fully understands,
+ * and returns None for anything else (malformed bytes included), so the Python path decides every
+ * unusual request, errors included.  Inside an accepted request, what the Python code decodes
+ * anyway (resources, scopes, events, links, unusual statuses and attribute values) is handed to
+ * it: resources/scopes/events/links as bytes in the result, attributes and statuses through the
+ * callbacks, which are the very functions the Python path uses.  Where the Python path is lenient
+ * or strict (upb's varint and length limits, the NumPy attribute parser's fast shapes, UTF-8) this
+ * code accepts no more than it does.  Only `bytes` payloads are taken (immutable while the
+ * callbacks run); other buffers go to the Python path.
+ *
+ * Nesting is fixed (request > resource spans > scope spans > span > key/value > value), so there
+ * is no recursion; every read is checked against the end of the enclosing message.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Every step answers OK, BAIL (leave the request to Python) or FAIL (Python exception set). */
+#define OK 0
+#define BAIL 1
+#define FAIL (-1)
+
+#define WT_VARINT 0
+#define WT_I64 1
+#define WT_LEN 2
+#define WT_I32 5
+
+#define N_PROMOTED 6
+#define N_KINDS 6 /* SPAN_KINDS */
+#define N_CODES 3 /* STATUS_CODES */
+/* Roles of the promoted attributes, in the order Python passes their keys. */
+enum { P_KIND, P_CPU_NS, P_ARGS_HASH, P_RESULT_HASH, P_ARG_FPS, P_RESULT_FPS };
+
+/* Problem bits, in the order the Python path reports them. */
+enum {
+    PB_TRACE_ID = 1, PB_SPAN_ID = 2, PB_KIND = 4, PB_START = 8, PB_END = 16, PB_STATUS = 32
+};
+/* check_spans bits, in its order. */
+enum { CB_TRACE_ID = 1, CB_SPAN_ID = 2, CB_PARENT = 4, CB_ZERO_TIME = 8, CB_ORDER = 16 };
+
+enum { C_STRING, C_INT, C_BOOL, C_DOUBLE, C_SLOW };
+
+#define SORT_ABOVE 16 /* spans with more attributes than this dedupe by sorting */
+
+typedef struct {
+    const uint8_t *p;
+    size_t n;
+} Slice;
+
+/* ---- growable buffers ----------------------------------------------------------------------- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} Buf;
+
+static int buf_grow(Buf *b, size_t extra)
+{
+    if (b->cap - b->len >= extra)
+        return OK;
+    size_t cap = b->cap ? b->cap : 256;
+    while (cap - b->len < extra) {
+        if (cap > ((size_t)PY_SSIZE_T_MAX) / 2) {
+            PyErr_NoMemory();
+            return FAIL;
+        }
+        cap *= 2;
+    }
+    char *p = PyMem_Realloc(b->p, cap);
+    if (p == NULL) {
+        PyErr_NoMemory();
+        return FAIL;
+    }
+    b->p = p;
+    b->cap = cap;
+    return OK;
+}
+
+static int buf_put(Buf *b, const void *src, size_t n)
+{
+    if (n == 0)
+        return OK;
+    if (buf_grow(b, n))
+        return FAIL;
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return OK;
+}
+
+static int buf_zeros(Buf *b, size_t n)
+{
+    if (n == 0)
+        return OK;
+    if (buf_grow(b, n))
+        return FAIL;
+    memset(b->p + b->len, 0, n);
+    b->len += n;
+    return OK;
+}
+
+static void buf_free(Buf *b)
+{
+    PyMem_Free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+static PyObject *buf_bytes(const Buf *b)
+{
+    return PyBytes_FromStringAndSize(b->len ? b->p : "", (Py_ssize_t)b->len);
+}
+
+/* An Arrow string column being built: int32 offsets, data, and (when nullable) a validity bitmap
+ * sized for `rows_max` rows up front. */
+typedef struct {
+    Buf off, data, valid;
+    size_t rows;
+    int nullable;
+} StrCol;
+
+static int sc_init(StrCol *c, size_t rows_max, int nullable)
+{
+    int32_t zero = 0;
+    c->nullable = nullable;
+    if (buf_put(&c->off, &zero, sizeof zero))
+        return FAIL;
+    if (nullable && buf_zeros(&c->valid, (rows_max + 7) / 8))
+        return FAIL;
+    return OK;
+}
+
+/* Ends a row: its value is what was written to data since the previous row. */
+static int sc_end(StrCol *c, int valid)
+{
+    if (c->data.len > INT32_MAX)
+        return BAIL; /* past int32 offsets: the Python path copes */
+    int32_t end = (int32_t)c->data.len;
+    if (buf_put(&c->off, &end, sizeof end))
+        return FAIL;
+    if (valid && c->nullable)
+        c->valid.p[c->rows / 8] |= (char)(1u << (c->rows % 8));
+    c->rows++;
+    return OK;
+}
+
+static int sc_add_slow(StrCol *c, const void *s, size_t n)
+{
+    if (buf_put(&c->data, s, n))
+        return FAIL;
+    return sc_end(c, 1);
+}
+
+/* A row with a value: the hot path of every string column, without a call where there is room. */
+static inline int sc_add(StrCol *c, const void *s, size_t n)
+{
+    Buf *d = &c->data, *o = &c->off;
+    if (d->cap - d->len < n || o->cap - o->len < sizeof(int32_t) || d->len + n > INT32_MAX)
+        return sc_add_slow(c, s, n);
+    if (n)
+        memcpy(d->p + d->len, s, n);
+    d->len += n;
+    int32_t end = (int32_t)d->len;
+    memcpy(o->p + o->len, &end, sizeof end);
+    o->len += sizeof end;
+    if (c->nullable)
+        c->valid.p[c->rows / 8] |= (char)(1u << (c->rows % 8));
+    c->rows++;
+    return OK;
+}
+
+static char hex_pairs[512]; /* byte -> its two lower-case hex digits; filled at import */
+
+static int sc_add_hex(StrCol *c, Slice b)
+{
+    if (b.n == 0)
+        return sc_end(c, 1);
+    if (buf_grow(&c->data, 2 * b.n))
+        return FAIL;
+    char *out = c->data.p + c->data.len;
+    for (size_t i = 0; i < b.n; i++)
+        memcpy(out + 2 * i, hex_pairs + 2 * b.p[i], 2);
+    c->data.len += 2 * b.n;
+    return sc_end(c, 1);
+}
+
+static void sc_free(StrCol *c)
+{
+    buf_free(&c->off);
+    buf_free(&c->data);
+    buf_free(&c->valid);
+}
+
+/* (offsets, data, validity or None) */
+static PyObject *sc_tuple(const StrCol *c)
+{
+    PyObject *off = buf_bytes(&c->off);
+    PyObject *data = buf_bytes(&c->data);
+    PyObject *valid = c->nullable ? buf_bytes(&c->valid) : Py_NewRef(Py_None);
+    PyObject *t = NULL;
+    if (off && data && valid)
+        t = PyTuple_Pack(3, off, data, valid);
+    Py_XDECREF(off);
+    Py_XDECREF(data);
+    Py_XDECREF(valid);
+    return t;
+}
+
+/* ---- wire format ---------------------------------------------------------------------------- */
+
+/* A varint of at most `max` bytes ending before `end`, modulo 2^64 (as upb and the NumPy parser
+ * read it).  0 when it does not end in time. */
+static inline int get_varint(const uint8_t **pp, const uint8_t *end, int max, uint64_t *out)
+{
+    const uint8_t *p = *pp;
+    uint64_t v = 0;
+    if (p < end && *p < 0x80) { /* the common one-byte case */
+        *out = *p;
+        *pp = p + 1;
+        return 1;
+    }
+    for (int i = 0; i < max && p + i < end; i++) {
+        uint8_t b = p[i];
+        v |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *pp = p + i + 1;
+            *out = v;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* A field tag as upb reads it, restricted further: minimal encoding, wire type 0/1/2/5 (groups
+ * and anything odd are left to upb). */
+static inline int get_tag(const uint8_t **pp, const uint8_t *end, uint32_t *field, int *wt)
+{
+    const uint8_t *p = *pp;
+    uint64_t v;
+    if (!get_varint(&p, end, 5, &v))
+        return 0;
+    if (p - *pp > 1 && p[-1] == 0)
+        return 0;
+    if (v > UINT32_MAX || (v >> 3) == 0)
+        return 0;
+    *wt = (int)(v & 7);
+    if (*wt != WT_VARINT && *wt != WT_I64 && *wt != WT_LEN && *wt != WT_I32)
+        return 0;
+    *field = (uint32_t)(v >> 3);
+    *pp = p;
+    return 1;
+}
+
+/* A length-delimited field's contents: upb takes at most 5 bytes for the length, and the contents
+ * must lie within the enclosing message. */
+static inline int get_len(const uint8_t **pp, const uint8_t *end, Slice *out)
+{
+    const uint8_t *p = *pp;
+    uint64_t n;
+    if (!get_varint(&p, end, 5, &n) || n > (uint64_t)(end - p))
+        return 0;
+    out->p = p;
+    out->n = (size_t)n;
+    *pp = p + n;
+    return 1;
+}
+
+static inline int get_fixed64(const uint8_t **pp, const uint8_t *end, uint64_t *out)
+{
+    const uint8_t *p = *pp;
+    if (end - p < 8)
+        return 0;
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | p[i];
+    *out = v;
+    *pp = p + 8;
+    return 1;
+}
+
+static inline int skip_field(const uint8_t **pp, const uint8_t *end, int wt)
+{
+    uint64_t v;
+    Slice s;
+    switch (wt) {
+    case WT_VARINT:
+        return get_varint(pp, end, 10, &v);
+    case WT_I64:
+        if (end - *pp < 8)
+            return 0;
+        *pp += 8;
+        return 1;
+    case WT_I32:
+        if (end - *pp < 4)
+            return 0;
+        *pp += 4;
+        return 1;
+    case WT_LEN:
+        return get_len(pp, end, &s);
+    }
+    return 0;
+}
+
+/* Strict UTF-8 (no overlong forms, surrogates or code points past U+10FFFF), like upb and Arrow. */
+static int utf8_ok(const uint8_t *s, size_t n)
+{
+    size_t i = 0;
+    while (i < n) {
+        if (n - i >= 8) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (!(w & 0x8080808080808080ULL)) {
+                i += 8;
+                continue;
+            }
+        }
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t need;
+        uint8_t lo = 0x80, hi = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF)
+            need = 1;
+        else if (c == 0xE0) {
+            need = 2;
+            lo = 0xA0;
+        }
+        else if (c == 0xED) {
+            need = 2;
+            hi = 0x9F;
+        }
+        else if (c >= 0xE1 && c <= 0xEF)
+            need = 2;
+        else if (c == 0xF0) {
+            need = 3;
+            lo = 0x90;
+        }
+        else if (c == 0xF4) {
+            need = 3;
+            hi = 0x8F;
+        }
+        else if (c >= 0xF1 && c <= 0xF3)
+            need = 3;
+        else
+            return 0;
+        if (n - i - 1 < need || s[i + 1] < lo || s[i + 1] > hi)
+            return 0;
+        for (size_t k = 2; k <= need; k++)
+            if ((s[i + k] & 0xC0) != 0x80)
+                return 0;
+        i += need + 1;
+    }
+    return 1;
+}
+
+/* ---- decoding state ------------------------------------------------------------------------- */
+
+typedef struct {
+    Slice body;
+    size_t group;
+} SpanRef;
+
+typedef struct {
+    size_t r, s, count;
+    Slice scope;
+} Group;
+
+typedef struct {
+    const char *key;
+    size_t klen;
+    const char *val; /* C_STRING: in the payload; C_SLOW: UTF-8 of a str kept alive in `keep` */
+    size_t vlen;
+    uint8_t cls, is_json, dropped, known; /* known: same key as the previous span's here */
+    int8_t promoted;
+    int64_t ival;
+    double dval;
+    PyObject *typed; /* C_SLOW: the typed value (borrowed from `keep`) */
+    char num[32];    /* text of C_INT / C_BOOL / C_DOUBLE */
+    size_t nlen;
+} Attr;
+
+typedef struct {
+    const char *k;
+    size_t n;
+    size_t idx;
+} SortKey;
+
+/* A key of the previous span.  Spans of one request mostly carry the same keys in the same order,
+ * so a key equal to the one at the same place there needs no UTF-8 check or promoted lookup, and
+ * a key list equal to a duplicate-free one needs no dedupe. */
+typedef struct {
+    const char *key; /* in the payload or a str kept alive in `keep` */
+    size_t klen;
+    int8_t promoted;
+} PrevKey;
+
+typedef struct {
+    const uint8_t *data;
+    size_t size;
+    PyObject *slow_kv, *slow_status;
+    Slice pkeys[N_PROMOTED], kinds[N_KINDS], codes[N_CODES]; /* UTF-8 of the str passed in */
+    PyObject *keep, *resources, *groups, *extras, *promoted;
+    Buf spans, grps;               /* SpanRef, Group */
+    Buf kvs, events, links, attrs; /* per span: Slice, Slice, Slice, Attr */
+    Buf sortkeys;                  /* SortKey */
+    Buf prev;                      /* PrevKey: the previous span's keys */
+    size_t nprev;
+    int prev_dups; /* whether the previous span repeated a key */
+    size_t n;
+    /* columns */
+    StrCol tid, sid, pid, name, kind, status, msg, pstr[N_PROMOTED], keys, values, jkeys;
+    Buf start, end, cpu, cpu_valid, map_off, json_off, json_valid, problems, checks;
+} Ctx;
+
+static void ctx_free(Ctx *c)
+{
+    Py_CLEAR(c->keep);
+    Py_CLEAR(c->resources);
+    Py_CLEAR(c->groups);
+    Py_CLEAR(c->extras);
+    Py_CLEAR(c->promoted);
+    Buf *bufs[] = {&c->spans, &c->grps, &c->kvs, &c->events, &c->links, &c->attrs, &c->sortkeys,
+                   &c->prev,
+                   &c->start, &c->end, &c->cpu, &c->cpu_valid, &c->map_off,
+                   &c->json_off, &c->json_valid, &c->problems, &c->checks};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        buf_free(bufs[i]);
+    StrCol *cols[] = {&c->tid,  &c->sid,  &c->pid,    &c->name,  &c->kind,
+                      &c->status, &c->msg, &c->keys, &c->values, &c->jkeys};
+    for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
+        sc_free(cols[i]);
+    for (int p = 0; p < N_PROMOTED; p++)
+        sc_free(&c->pstr[p]);
+}
+
+/* ---- pass 1: the request's structure down to each span's bytes ------------------------------ */
+
+static int walk_scope_spans(Ctx *c, Slice m, size_t r, size_t s)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    Group g = {r, s, 0, {NULL, 0}};
+    size_t gi = c->grps.len / sizeof(Group);
+    while (p < end) {
+        uint32_t f;
+        int wt;
+        Slice v;
+        if (!get_tag(&p, end, &f, &wt))
+            return BAIL;
+        if (f == 1 || f == 2) {
+            if (wt != WT_LEN || !get_len(&p, end, &v))
+                return BAIL;
+            if (f == 1) {
+                g.scope = v;
+            }
+            else {
+                SpanRef ref = {v, gi};
+                if (buf_put(&c->spans, &ref, sizeof ref))
+                    return FAIL;
+                g.count++;
+            }
+        }
+        else if (!skip_field(&p, end, wt))
+            return BAIL;
+    }
+    return buf_put(&c->grps, &g, sizeof g);
+}
+
+static int walk_resource_spans(Ctx *c, Slice m, size_t r)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    Slice resource = {NULL, 0};
+    size_t s = 0;
+    int rc;
+    while (p < end) {
+        uint32_t f;
+        int wt;
+        Slice v;
+        if (!get_tag(&p, end, &f, &wt))
+            return BAIL;
+        if (f == 1 || f == 2) {
+            if (wt != WT_LEN || !get_len(&p, end, &v))
+                return BAIL;
+            if (f == 1)
+                resource = v;
+            else if ((rc = walk_scope_spans(c, v, r, s++)))
+                return rc;
+        }
+        else if (!skip_field(&p, end, wt))
+            return BAIL;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)resource.p, (Py_ssize_t)resource.n);
+    if (raw == NULL)
+        return FAIL;
+    rc = PyList_Append(c->resources, raw);
+    Py_DECREF(raw);
+    return rc < 0 ? FAIL : OK;
+}
+
+static int walk_request(Ctx *c)
+{
+    const uint8_t *p = c->data, *end = c->data + c->size;
+    size_t r = 0;
+    int rc;
+    while (p < end) {
+        uint32_t f;
+        int wt;
+        Slice v;
+        if (!get_tag(&p, end, &f, &wt))
+            return BAIL;
+        if (f == 1) {
+            if (wt != WT_LEN || !get_len(&p, end, &v))
+                return BAIL;
+            if ((rc = walk_resource_spans(c, v, r++)))
+                return rc;
+        }
+        else if (!skip_field(&p, end, wt))
+            return BAIL;
+    }
+    return OK;
+}
+
+/* ---- attributes ----------------------------------------------------------------------------- */
+
+static size_t fmt_i64(char *out, int64_t v)
+{
+    char tmp[24];
+    size_t n = 0, k = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        out[k++] = '-';
+    while (n)
+        out[k++] = tmp[--n];
+    return k;
+}
+
+/* json_scalar(float): repr() when finite, json.dumps's names otherwise. */
+static int fmt_double(Attr *a, double d)
+{
+    const char *fixed = NULL;
+    if (isnan(d))
+        fixed = "NaN";
+    else if (isinf(d))
+        fixed = d > 0 ? "Infinity" : "-Infinity";
+    if (fixed) {
+        a->nlen = strlen(fixed);
+        memcpy(a->num, fixed, a->nlen);
+        return OK;
+    }
+    char *s = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
+    if (s == NULL)
+        return FAIL;
+    size_t n = strlen(s);
+    if (n >= sizeof a->num) {
+        PyMem_Free(s);
+        return BAIL;
+    }
+    memcpy(a->num, s, n);
+    a->nlen = n;
+    PyMem_Free(s);
+    return OK;
+}
+
+static int8_t promoted_role(const Ctx *c, const char *key, size_t klen)
+{
+    for (int p = 0; p < N_PROMOTED; p++)
+        if (klen == c->pkeys[p].n && klen && (uint8_t)key[0] == c->pkeys[p].p[0] &&
+            !memcmp(key, c->pkeys[p].p, klen))
+            return (int8_t)p;
+    return -1;
+}
+
+/* Whether `key` is the previous span's key at this place (then its role is known too). */
+static inline int known_key(Attr *a, const PrevKey *hint)
+{
+    if (hint == NULL || hint->klen != a->klen ||
+        (a->klen && memcmp(hint->key, a->key, a->klen) != 0))
+        return 0;
+    a->promoted = hint->promoted;
+    a->known = 1;
+    return 1;
+}
+
+/* An attribute the NumPy parser would not take: the Python path's own slow decoding. */
+static int slow_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
+{
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)kv.p, (Py_ssize_t)kv.n);
+    if (raw == NULL)
+        return FAIL;
+    PyObject *res = PyObject_CallOneArg(c->slow_kv, raw);
+    Py_DECREF(raw);
+    if (res == NULL)
+        return FAIL;
+    int rc = PyList_Append(c->keep, res);
+    Py_DECREF(res); /* `keep` holds it */
+    if (rc < 0)
+        return FAIL;
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 4 ||
+        !PyUnicode_Check(PyTuple_GET_ITEM(res, 0)) || !PyUnicode_Check(PyTuple_GET_ITEM(res, 1))) {
+        PyErr_SetString(PyExc_TypeError, "slow attribute: expected (str, str, bool, value)");
+        return FAIL;
+    }
+    Py_ssize_t kn, vn;
+    a->key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(res, 0), &kn);
+    if (a->key == NULL)
+        return FAIL;
+    a->val = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(res, 1), &vn);
+    if (a->val == NULL)
+        return FAIL;
+    int is_json = PyObject_IsTrue(PyTuple_GET_ITEM(res, 2));
+    if (is_json < 0)
+        return FAIL;
+    a->klen = (size_t)kn;
+    a->vlen = (size_t)vn;
+    a->is_json = (uint8_t)is_json;
+    a->typed = PyTuple_GET_ITEM(res, 3);
+    a->cls = C_SLOW;
+    if (!known_key(a, hint))
+        a->promoted = promoted_role(c, a->key, a->klen);
+    return OK;
+}
+
+/* One encoded KeyValue.  The fast shapes are exactly those of _keyvalues.parse: key first, then
+ * a value holding one string, bool, int or double field. */
+static int parse_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
+{
+    const uint8_t *s = kv.p, *e = kv.p + kv.n, *p, *key;
+    uint64_t klen, vlen, inner;
+    a->dropped = a->known = 0;
+    a->promoted = -1;
+    a->typed = NULL;
+    a->nlen = 0;
+    if (kv.n < 4 || s[0] != 0x0a)
+        return slow_attr(c, kv, a, hint);
+    p = s + 1;
+    if (!get_varint(&p, e, 10, &klen) || klen >= (uint64_t)(e - p))
+        return slow_attr(c, kv, a, hint);
+    key = p;
+    p += klen;
+    if (*p++ != 0x12)
+        return slow_attr(c, kv, a, hint);
+    if (!get_varint(&p, e, 10, &vlen) || vlen == 0 || vlen != (uint64_t)(e - p))
+        return slow_attr(c, kv, a, hint);
+    uint8_t tag = *p++;
+    if (tag == 0x0a) {
+        if (!get_varint(&p, e, 10, &inner) || inner != (uint64_t)(e - p))
+            return slow_attr(c, kv, a, hint);
+        if (!utf8_ok(p, (size_t)inner))
+            return BAIL; /* the Python path refuses the request */
+        a->cls = C_STRING;
+        a->is_json = 0;
+        a->val = (const char *)p;
+        a->vlen = (size_t)inner;
+    }
+    else if (tag == 0x18 || tag == 0x10) {
+        if (!get_varint(&p, e, 10, &inner) || p != e)
+            return slow_attr(c, kv, a, hint);
+        a->is_json = 1;
+        if (tag == 0x18) {
+            a->cls = C_INT;
+            a->ival = (int64_t)inner;
+            a->nlen = fmt_i64(a->num, a->ival);
+        }
+        else {
+            a->cls = C_BOOL;
+            a->ival = inner != 0;
+            a->nlen = inner ? 4 : 5;
+            memcpy(a->num, inner ? "true" : "false", a->nlen);
+        }
+    }
+    else if (tag == 0x21) {
+        uint64_t bits;
+        if (e - p != 8 || !get_fixed64(&p, e, &bits))
+            return slow_attr(c, kv, a, hint);
+        a->cls = C_DOUBLE;
+        a->is_json = 1;
+        memcpy(&a->dval, &bits, sizeof bits);
+        int rc = fmt_double(a, a->dval);
+        if (rc)
+            return rc;
+    }
+    else {
+        return slow_attr(c, kv, a, hint);
+    }
+    a->key = (const char *)key;
+    a->klen = (size_t)klen;
+    if (known_key(a, hint))
+        return OK;
+    if (!utf8_ok(key, (size_t)klen))
+        return BAIL;
+    a->promoted = promoted_role(c, a->key, a->klen);
+    return OK;
+}
+
+static inline int same_key(const Attr *x, const Attr *y)
+{
+    return x->klen == y->klen && (x->klen == 0 || memcmp(x->key, y->key, x->klen) == 0);
+}
+
+static int cmp_sortkey(const void *l, const void *r)
+{
+    const SortKey *a = l, *b = r;
+    size_t n = a->n < b->n ? a->n : b->n;
+    int d = n ? memcmp(a->k, b->k, n) : 0;
+    if (d)
+        return d;
+    if (a->n != b->n)
+        return a->n < b->n ? -1 : 1;
+    return a->idx < b->idx ? -1 : (a->idx > b->idx ? 1 : 0);
+}
+
+/* A key repeated within a span keeps its first place and its last value (_keyvalues.dedupe).
+ * Sets *dups when there was one. */
+static int dedupe(Ctx *c, Attr *at, size_t k, int *dups)
+{
+    *dups = 0;
+    if (k <= SORT_ABOVE) {
+        for (size_t j = 1; j < k; j++)
+            for (size_t i = 0; i < j; i++)
+                if (!at[i].dropped && same_key(&at[i], &at[j])) {
+                    at[i] = at[j];
+                    at[j].dropped = 1;
+                    *dups = 1;
+                    break;
+                }
+        return OK;
+    }
+    c->sortkeys.len = 0;
+    if (buf_grow(&c->sortkeys, k * sizeof(SortKey)))
+        return FAIL;
+    SortKey *sk = (SortKey *)c->sortkeys.p;
+    for (size_t i = 0; i < k; i++) {
+        sk[i].k = at[i].key;
+        sk[i].n = at[i].klen;
+        sk[i].idx = i;
+    }
+    qsort(sk, k, sizeof(SortKey), cmp_sortkey);
+    for (size_t a = 0; a < k;) {
+        size_t b = a + 1;
+        while (b < k && sk[b].n == sk[a].n && (sk[a].n == 0 || !memcmp(sk[b].k, sk[a].k, sk[a].n)))
+            b++;
+        if (b - a > 1) {
+            size_t first = sk[a].idx, last = sk[b - 1].idx;
+            *dups = 1;
+            at[first] = at[last];
+            for (size_t i = a + 1; i < b; i++)
+                at[sk[i].idx].dropped = 1;
+            at[first].dropped = 0;
+        }
+        a = b;
+    }
+    return OK;
+}
+
+static PyObject *typed_value(const Attr *a)
+{
+    switch (a->cls) {
+    case C_STRING:
+        return PyUnicode_DecodeUTF8(a->val, (Py_ssize_t)a->vlen, "strict");
+    case C_INT:
+        return PyLong_FromLongLong(a->ival);
+    case C_BOOL:
+        return PyBool_FromLong((long)a->ival);
+    case C_DOUBLE:
+        return PyFloat_FromDouble(a->dval);
+    }
+    return Py_NewRef(a->typed);
+}
+
+static inline void set_bit(Buf *b, size_t row)
+{
+    b->p[row / 8] |= (char)(1u << (row % 8));
+}
+
+/* A promoted attribute's column value when it needs no conversion; otherwise Python converts it
+ * (as_str / as_int / as_str_list of the typed value, as _promoted_column does). */
+static int promote(Ctx *c, const Attr *a, size_t row)
+{
+    int p = a->promoted;
+    if ((p == P_KIND || p == P_ARGS_HASH || p == P_RESULT_HASH) &&
+        (a->cls == C_STRING || a->cls == C_INT)) {
+        const char *text = a->cls == C_STRING ? a->val : a->num;
+        size_t n = a->cls == C_STRING ? a->vlen : a->nlen;
+        if (buf_put(&c->pstr[p].data, text, n))
+            return FAIL;
+        set_bit(&c->pstr[p].valid, row); /* sc_end in attributes() closes the row */
+        return OK;
+    }
+    if (p == P_CPU_NS && a->cls == C_INT) {
+        ((int64_t *)c->cpu.p)[row] = a->ival;
+        set_bit(&c->cpu_valid, row);
+        return OK;
+    }
+    PyObject *typed = typed_value(a);
+    if (typed == NULL)
+        return FAIL;
+    PyObject *item = Py_BuildValue("(inN)", p, (Py_ssize_t)row, typed);
+    if (item == NULL)
+        return FAIL;
+    int rc = PyList_Append(c->promoted, item);
+    Py_DECREF(item);
+    return rc < 0 ? FAIL : OK;
+}
+
+/* This span's keys (their order survives dedupe) become the next span's hints. */
+static int remember_keys(Ctx *c, const Attr *at, size_t k, int dups)
+{
+    c->prev.len = 0;
+    if (buf_grow(&c->prev, k * sizeof(PrevKey)))
+        return FAIL;
+    PrevKey *prev = (PrevKey *)c->prev.p;
+    for (size_t i = 0; i < k; i++) {
+        prev[i].key = at[i].key;
+        prev[i].klen = at[i].klen;
+        prev[i].promoted = at[i].promoted;
+    }
+    c->nprev = k;
+    c->prev_dups = dups;
+    return OK;
+}
+
+static int attributes(Ctx *c, size_t row)
+{
+    size_t k = c->kvs.len / sizeof(Slice);
+    const Slice *kvs = (const Slice *)c->kvs.p;
+    int rc;
+    c->attrs.len = 0;
+    if (buf_grow(&c->attrs, k * sizeof(Attr)))
+        return FAIL;
+    Attr *at = (Attr *)c->attrs.p;
+    const PrevKey *prev = (const PrevKey *)c->prev.p;
+    int same = k == c->nprev, dups = 0;
+    for (size_t i = 0; i < k; i++) {
+        if ((rc = parse_attr(c, kvs[i], &at[i], i < c->nprev ? &prev[i] : NULL)))
+            return rc;
+        same &= at[i].known;
+    }
+    if (same)
+        dups = c->prev_dups; /* the same keys in the same order */
+    if (k > 1 && (!same || dups) && (rc = dedupe(c, at, k, &dups)))
+        return rc;
+    if ((rc = remember_keys(c, at, k, dups)))
+        return rc;
+    for (size_t i = 0; i < k; i++) {
+        Attr *a = &at[i];
+        if (a->dropped)
+            continue;
+        if (a->promoted >= 0) {
+            if ((rc = promote(c, a, row)))
+                return rc;
+            continue;
+        }
+        const char *text = a->cls == C_STRING || a->cls == C_SLOW ? a->val : a->num;
+        size_t tlen = a->cls == C_STRING || a->cls == C_SLOW ? a->vlen : a->nlen;
+        if ((rc = sc_add(&c->keys, a->key, a->klen)) || (rc = sc_add(&c->values, text, tlen)))
+            return rc;
+        if (a->is_json && (rc = sc_add(&c->jkeys, a->key, a->klen)))
+            return rc;
+    }
+    if (c->keys.rows > INT32_MAX || c->jkeys.rows > INT32_MAX)
+        return BAIL;
+    ((int32_t *)c->map_off.p)[row + 1] = (int32_t)c->keys.rows;
+    ((int32_t *)c->json_off.p)[row + 1] = (int32_t)c->jkeys.rows;
+    if (c->jkeys.rows != (size_t)((int32_t *)c->json_off.p)[row])
+        set_bit(&c->json_valid, row);
+    /* Close this row of the promoted string columns (promote() set the bit of a value). */
+    if ((rc = sc_end(&c->pstr[P_KIND], 0)) || (rc = sc_end(&c->pstr[P_ARGS_HASH], 0)) ||
+        (rc = sc_end(&c->pstr[P_RESULT_HASH], 0)))
+        return rc;
+    return OK;
+}
+
+/* ---- status, events, links ------------------------------------------------------------------ */
+
+/* Status.code and Status.message; unusual encodings go to the Python path's decoder. */
+static int status(Ctx *c, Slice st, int64_t *code, const char **msg, size_t *mlen)
+{
+    const uint8_t *p = st.p, *end = st.p + st.n;
+    uint64_t v = 0;
+    Slice m = {NULL, 0};
+    int plain = 1;
+    while (p < end && plain) {
+        uint32_t f;
+        int wt;
+        if (!get_tag(&p, end, &f, &wt))
+            plain = 0;
+        else if (f == 2 && wt == WT_LEN)
+            plain = get_len(&p, end, &m) && utf8_ok(m.p, m.n);
+        else if (f == 3 && wt == WT_VARINT)
+            plain = get_varint(&p, end, 10, &v);
+        else
+            plain = 0;
+    }
+    if (plain) {
+        uint32_t u = (uint32_t)v; /* an enum is an int32 */
+        *code = u >= 0x80000000u ? -1 : (int64_t)u;
+        *msg = (const char *)m.p;
+        *mlen = m.n;
+        return OK;
+    }
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)st.p, (Py_ssize_t)st.n);
+    if (raw == NULL)
+        return FAIL;
+    PyObject *res = PyObject_CallOneArg(c->slow_status, raw);
+    Py_DECREF(raw);
+    if (res == NULL)
+        return FAIL;
+    int rc = PyList_Append(c->keep, res);
+    Py_DECREF(res);
+    if (rc < 0)
+        return FAIL;
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2 ||
+        !PyLong_Check(PyTuple_GET_ITEM(res, 0))) {
+        PyErr_SetString(PyExc_TypeError, "slow status: expected (int, str | None)");
+        return FAIL;
+    }
+    int overflow;
+    long long cv = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(res, 0), &overflow);
+    if (cv == -1 && PyErr_Occurred())
+        return FAIL;
+    *code = overflow ? -1 : cv;
+    PyObject *text = PyTuple_GET_ITEM(res, 1);
+    *msg = NULL;
+    *mlen = 0;
+    if (text != Py_None) {
+        Py_ssize_t n;
+        if (!PyUnicode_Check(text) || (*msg = PyUnicode_AsUTF8AndSize(text, &n)) == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "slow status: message is not a str");
+            return FAIL;
+        }
+        *mlen = (size_t)n;
+    }
+    return OK;
+}
+
+static PyObject *slices_list(const Buf *b)
+{
+    size_t k = b->len / sizeof(Slice);
+    const Slice *s = (const Slice *)b->p;
+    PyObject *list = PyList_New((Py_ssize_t)k);
+    if (list == NULL)
+        return NULL;
+    for (size_t i = 0; i < k; i++) {
+        PyObject *raw = PyBytes_FromStringAndSize((const char *)s[i].p, (Py_ssize_t)s[i].n);
+        if (raw == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, raw);
+    }
+    return list;
+}
+
+static int extras(Ctx *c, size_t row)
+{
+    PyObject *ev = slices_list(&c->events);
+    PyObject *ln = ev ? slices_list(&c->links) : NULL;
+    PyObject *item = ln ? Py_BuildValue("(nNN)", (Py_ssize_t)row, ev, ln) : NULL;
+    if (item == NULL) {
+        if (ln == NULL)
+            Py_XDECREF(ev);
+        return FAIL;
+    }
+    int rc = PyList_Append(c->extras, item);
+    Py_DECREF(item);
+    return rc < 0 ? FAIL : OK;
+}
+
+/* ---- pass 2: one span ----------------------------------------------------------------------- */
+
+static int all_zero(Slice b)
+{
+    for (size_t i = 0; i < b.n; i++)
+        if (b.p[i])
+            return 0;
+    return 1;
+}
+
+static int span(Ctx *c, Slice m, size_t row)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    Slice tid = {NULL, 0}, sid = {NULL, 0}, pid = {NULL, 0}, name = {NULL, 0}, st = {NULL, 0};
+    uint64_t kind = 0, start = 0, stop = 0;
+    int rc;
+    c->kvs.len = c->events.len = c->links.len = 0;
+    while (p < end) {
+        uint32_t f;
+        int wt;
+        Slice v;
+        if (!get_tag(&p, end, &f, &wt))
+            return BAIL;
+        switch (f) {
+        case 1: case 2: case 4: case 5: case 9: case 11: case 13: case 15:
+            if (wt != WT_LEN || !get_len(&p, end, &v))
+                return BAIL;
+            if (f == 1)
+                tid = v;
+            else if (f == 2)
+                sid = v;
+            else if (f == 4)
+                pid = v;
+            else if (f == 5) {
+                if (!utf8_ok(v.p, v.n))
+                    return BAIL; /* upb refuses it */
+                name = v;
+            }
+            else if (f == 15)
+                st = v;
+            else if (buf_put(f == 9 ? &c->kvs : f == 11 ? &c->events : &c->links, &v, sizeof v))
+                return FAIL;
+            break;
+        case 6:
+            if (wt != WT_VARINT || !get_varint(&p, end, 10, &kind))
+                return BAIL;
+            break;
+        case 7: case 8:
+            if (wt != WT_I64 || !get_fixed64(&p, end, f == 7 ? &start : &stop))
+                return BAIL;
+            break;
+        default:
+            if (!skip_field(&p, end, wt))
+                return BAIL;
+        }
+    }
+    uint8_t problems = 0, checks = 0;
+    if (!tid.n)
+        problems |= PB_TRACE_ID;
+    if (!sid.n)
+        problems |= PB_SPAN_ID;
+    uint8_t kind_code = (uint8_t)((uint32_t)kind < 6 ? (uint32_t)kind : 0);
+    if ((uint32_t)kind >= 6)
+        problems |= PB_KIND;
+    if (start > (uint64_t)INT64_MAX) {
+        problems |= PB_START;
+        start = INT64_MAX;
+    }
+    if (stop > (uint64_t)INT64_MAX) {
+        problems |= PB_END;
+        stop = INT64_MAX;
+    }
+    int64_t code = 0;
+    const char *msg = NULL;
+    size_t mlen = 0;
+    if (st.n && (rc = status(c, st, &code, &msg, &mlen)))
+        return rc;
+    if (code < 0 || code >= 3) {
+        problems |= PB_STATUS;
+        code = 0;
+    }
+    if (tid.n != 16 || all_zero(tid))
+        checks |= CB_TRACE_ID;
+    if (sid.n != 8 || all_zero(sid))
+        checks |= CB_SPAN_ID;
+    if (pid.n != 0 && pid.n != 8)
+        checks |= CB_PARENT;
+    if (start == 0 || stop == 0)
+        checks |= CB_ZERO_TIME;
+    if (stop < start)
+        checks |= CB_ORDER;
+
+    if ((rc = sc_add_hex(&c->tid, tid)) || (rc = sc_add_hex(&c->sid, sid)))
+        return rc;
+    if (pid.n ? (rc = sc_add_hex(&c->pid, pid)) : (rc = sc_end(&c->pid, 0)))
+        return rc;
+    if ((rc = sc_add(&c->name, name.p, name.n)))
+        return rc;
+    if (mlen ? (rc = sc_add(&c->msg, msg, mlen)) : (rc = sc_end(&c->msg, 0)))
+        return rc;
+    if ((rc = sc_add(&c->kind, c->kinds[kind_code].p, c->kinds[kind_code].n)) ||
+        (rc = sc_add(&c->status, c->codes[code].p, c->codes[code].n)))
+        return rc;
+    ((int64_t *)c->start.p)[row] = (int64_t)start;
+    ((int64_t *)c->end.p)[row] = (int64_t)stop;
+    c->problems.p[row] = (char)problems;
+    c->checks.p[row] = (char)checks;
+    if ((rc = attributes(c, row)))
+        return rc;
+    if ((c->events.len || c->links.len) && (rc = extras(c, row)))
+        return rc;
+    return OK;
+}
+
+/* ---- the result ----------------------------------------------------------------------------- */
+
+static int setup_columns(Ctx *c)
+{
+    size_t n = c->n;
+    StrCol *plain[] = {&c->tid,  &c->sid,    &c->name,  &c->kind,
+                       &c->status, &c->keys, &c->values, &c->jkeys};
+    StrCol *nullable[] = {&c->pid, &c->msg, &c->pstr[P_KIND], &c->pstr[P_ARGS_HASH],
+                          &c->pstr[P_RESULT_HASH]};
+    for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
+        if (sc_init(plain[i], n, 0))
+            return FAIL;
+    for (size_t i = 0; i < sizeof nullable / sizeof nullable[0]; i++)
+        if (sc_init(nullable[i], n, 1))
+            return FAIL;
+    if (buf_zeros(&c->problems, n) || buf_zeros(&c->checks, n) || buf_zeros(&c->start, 8 * n) || buf_zeros(&c->end, 8 * n) || buf_zeros(&c->cpu, 8 * n) ||
+        buf_zeros(&c->cpu_valid, (n + 7) / 8) || buf_zeros(&c->json_valid, (n + 7) / 8) ||
+        buf_zeros(&c->map_off, 4 * (n + 1)) || buf_zeros(&c->json_off, 4 * (n + 1)))
+        return FAIL;
+    return OK;
+}
+
+static int put_item(PyObject *dict, const char *key, PyObject *value)
+{
+    if (value == NULL)
+        return FAIL;
+    int rc = PyDict_SetItemString(dict, key, value);
+    Py_DECREF(value);
+    return rc < 0 ? FAIL : OK;
+}
+
+static PyObject *result(Ctx *c)
+{
+    PyObject *cols = PyDict_New();
+    if (cols == NULL)
+        return NULL;
+    if (put_item(cols, "trace_id", sc_tuple(&c->tid)) ||
+        put_item(cols, "span_id", sc_tuple(&c->sid)) ||
+        put_item(cols, "parent_span_id", sc_tuple(&c->pid)) ||
+        put_item(cols, "name", sc_tuple(&c->name)) ||
+        put_item(cols, "status_message", sc_tuple(&c->msg)) ||
+        put_item(cols, "kind", sc_tuple(&c->pstr[P_KIND])) ||
+        put_item(cols, "args_hash", sc_tuple(&c->pstr[P_ARGS_HASH])) ||
+        put_item(cols, "result_hash", sc_tuple(&c->pstr[P_RESULT_HASH])) ||
+        put_item(cols, "keys", sc_tuple(&c->keys)) ||
+        put_item(cols, "values", sc_tuple(&c->values)) ||
+        put_item(cols, "json_keys", sc_tuple(&c->jkeys)) ||
+        put_item(cols, "span_kind", sc_tuple(&c->kind)) ||
+        put_item(cols, "status_code", sc_tuple(&c->status)) ||
+        put_item(cols, "start_ns", buf_bytes(&c->start)) ||
+        put_item(cols, "end_ns", buf_bytes(&c->end)) ||
+        put_item(cols, "cpu_ns", buf_bytes(&c->cpu)) ||
+        put_item(cols, "cpu_ns.valid", buf_bytes(&c->cpu_valid)) ||
+        put_item(cols, "map_offsets", buf_bytes(&c->map_off)) ||
+        put_item(cols, "json_offsets", buf_bytes(&c->json_off)) ||
+        put_item(cols, "json_valid", buf_bytes(&c->json_valid)) ||
+        put_item(cols, "problems", buf_bytes(&c->problems)) ||
+        put_item(cols, "checks", buf_bytes(&c->checks))) {
+        Py_DECREF(cols);
+        return NULL;
+    }
+    return Py_BuildValue("(nOONOO)", (Py_ssize_t)c->n, c->resources, c->groups, cols, c->extras,
+                         c->promoted);
+}
+
+static int groups_list(Ctx *c)
+{
+    size_t k = c->grps.len / sizeof(Group);
+    const Group *g = (const Group *)c->grps.p;
+    for (size_t i = 0; i < k; i++) {
+        PyObject *item = Py_BuildValue("(nny#n)", (Py_ssize_t)g[i].r, (Py_ssize_t)g[i].s,
+                                       g[i].scope.n ? (const char *)g[i].scope.p : "",
+                                       (Py_ssize_t)g[i].scope.n, (Py_ssize_t)g[i].count);
+        if (item == NULL)
+            return FAIL;
+        int rc = PyList_Append(c->groups, item);
+        Py_DECREF(item);
+        if (rc < 0)
+            return FAIL;
+    }
+    return OK;
+}
+
+static int run(Ctx *c, Py_ssize_t small, PyObject **out)
+{
+    int rc;
+    if ((rc = walk_request(c)))
+        return rc;
+    c->n = c->spans.len / sizeof(SpanRef);
+    if ((Py_ssize_t)c->n <= small) {
+        *out = PyLong_FromSize_t(c->n);
+        return *out ? OK : FAIL;
+    }
+    if ((rc = setup_columns(c)) || (rc = groups_list(c)))
+        return rc;
+    const SpanRef *refs = (const SpanRef *)c->spans.p;
+    for (size_t i = 0; i < c->n; i++)
+        if ((rc = span(c, refs[i].body, i)))
+            return rc;
+    *out = result(c);
+    return *out ? OK : FAIL;
+}
+
+/* A tuple of `count` str as UTF-8 slices (they live as long as the caller's tuple). */
+static int str_tuple(PyObject *tuple, Slice *out, Py_ssize_t count, const char *what)
+{
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != count) {
+        PyErr_Format(PyExc_TypeError, "%s: expected a tuple of %zd str", what, count);
+        return FAIL;
+    }
+    for (Py_ssize_t i = 0; i < count; i++) {
+        Py_ssize_t n;
+        PyObject *k = PyTuple_GET_ITEM(tuple, i);
+        const char *s = PyUnicode_Check(k) ? PyUnicode_AsUTF8AndSize(k, &n) : NULL;
+        if (s == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_TypeError, "%s: expected str", what);
+            return FAIL;
+        }
+        out[i].p = (const uint8_t *)s;
+        out[i].n = (size_t)n;
+    }
+    return OK;
+}
+
+PyDoc_STRVAR(decode_doc,
+"decode(data, small, promoted_keys, span_kinds, status_codes, slow_attribute, slow_status)\n--\n\n"
+"Columns of an encoded ExportTraceServiceRequest, or None when the Python path must decide.\n"
+"An int (the span count) when there are no more than `small` spans.");
+
+static PyObject *decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 7) {
+        PyErr_SetString(PyExc_TypeError, "decode() takes 7 arguments");
+        return NULL;
+    }
+    Py_ssize_t small = PyLong_AsSsize_t(args[1]);
+    if (small == -1 && PyErr_Occurred())
+        return NULL;
+    if (!PyCallable_Check(args[5]) || !PyCallable_Check(args[6])) {
+        PyErr_SetString(PyExc_TypeError, "decode(): the callbacks must be callable");
+        return NULL;
+    }
+    /* Only bytes: immutable, so nothing (a callback, another thread) can change what was
+     * validated before it is copied out.  Other buffers take the Python path. */
+    if (!PyBytes_Check(args[0]))
+        Py_RETURN_NONE;
+    Ctx c;
+    memset(&c, 0, sizeof c);
+    PyObject *out = NULL;
+    int rc = FAIL;
+    c.data = (const uint8_t *)PyBytes_AS_STRING(args[0]);
+    c.size = (size_t)PyBytes_GET_SIZE(args[0]);
+    c.slow_kv = args[5];
+    c.slow_status = args[6];
+    if (str_tuple(args[2], c.pkeys, N_PROMOTED, "promoted_keys") == OK &&
+        str_tuple(args[3], c.kinds, N_KINDS, "span_kinds") == OK &&
+        str_tuple(args[4], c.codes, N_CODES, "status_codes") == OK && (c.keep = PyList_New(0)) &&
+        (c.resources = PyList_New(0)) && (c.groups = PyList_New(0)) &&
+        (c.extras = PyList_New(0)) && (c.promoted = PyList_New(0))) {
+        rc = c.size >= (size_t)INT32_MAX ? BAIL : run(&c, small, &out);
+    }
+    ctx_free(&c);
+    if (rc == FAIL) {
+        Py_XDECREF(out);
+        return NULL;
+    }
+    if (rc == BAIL) {
+        Py_XDECREF(out);
+        Py_RETURN_NONE;
+    }
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"decode", (PyCFunction)(void (*)(void))decode, METH_FASTCALL, decode_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_native",
+    "Compiled fast path of tracelens.ingest.otlp_proto (see _native.c).", 0, methods,
+    NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__native(void)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 0; i < 256; i++) {
+        hex_pairs[2 * i] = digits[i >> 4];
+        hex_pairs[2 * i + 1] = digits[i & 15];
+    }
+    return PyModule_Create(&module);
+}
