@@ -73,7 +73,8 @@ def template() -> list[Node]:
         g = add(Node("get_document", root, kind="io", ms=0.5, args=f"doc{d}-{{i}}",
                      result=f"doc{d}-{{i}}"))
         add(Node("SELECT documents", g, "client", "docstore", ms=6, attrs={
-            "db.system.name": "postgresql", "db.query.text": "SELECT body FROM documents WHERE id=$1"}))
+            "db.system.name": "postgresql",
+            "db.query.text": "SELECT body FROM documents WHERE id=$1"}))
     fail = add(Node("call_api", root, kind="io", ms=1, args="api{i}", status="error"))
     add(Node("HTTP POST", fail, "client", ms=30, status="error",
              attrs={"http.request.method": "POST", "url.full": "http://127.0.0.1:8080/api"}))
@@ -187,7 +188,9 @@ def _to_arrow(tpl: list[Node], start: np.ndarray, end: np.ndarray, seed: int) ->
         "start_ns": start.ravel(),
         "end_ns": end.ravel(),
         "status_code": rep([node.status for node in tpl]),
-        "status_message": rep([("upstream 503" if node.status == "error" else None) for node in tpl]),
+        "status_message": rep(
+            [("upstream 503" if node.status == "error" else None) for node in tpl]
+        ),
         "kind": rep([node.kind for node in tpl]),
         "cpu_ns": [None] * (n * m),
         "args_hash": args_hash,

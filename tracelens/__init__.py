@@ -12,8 +12,9 @@ from typing import TYPE_CHECKING, Any
 import tracelens_instrumentation as _instrumentation
 
 if TYPE_CHECKING:
-    from tracelens.api import analyze
     from tracelens_instrumentation import configure, flush, trace
+
+    from tracelens.api import analyze
 
 __all__ = ["analyze", "configure", "flush", "trace"]
 

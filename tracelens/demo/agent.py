@@ -223,7 +223,7 @@ class Agent:
         waiting is not a call, and a traced call without arguments would carry an
         ``args_hash`` that makes every wait look like a repeat of the one before.
         """
-        attributes = {A.KIND: A.WAIT, QUEUE_SLOTS_ATTR: self.model_slots}
+        attributes: dict[str, str | int] = {A.KIND: A.WAIT, QUEUE_SLOTS_ATTR: self.model_slots}
         with _tracer.start_as_current_span("model_queue", attributes=attributes):
             if self.slots.locked():
                 self.stats.queue_waits += 1
