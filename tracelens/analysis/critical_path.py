@@ -123,6 +123,13 @@ def _walk(
             cs = ws
         frame[3] = cs
         frame[5] = pos
+        if off[chosen] == off[chosen + 1]:
+            # A leaf (most spans): its whole window is its section; no frame to push and pop.
+            if cs < ce:
+                spans.append(chosen)
+                starts.append(cs)
+                ends.append(ce)
+            continue
         stack.append(new_frame(chosen, cs, ce))
     spans.reverse()
     starts.reverse()
