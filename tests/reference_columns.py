@@ -101,9 +101,10 @@ def _as_int(value: Any) -> int | None:
     if value is None or isinstance(value, bool):
         return None
     try:
-        return int(value)
-    except (TypeError, ValueError):
+        number = int(value)
+    except (TypeError, ValueError, OverflowError):
         return None
+    return number if -(2**63) <= number < 2**63 else None  # beyond int64: no value
 
 
 def _as_str_list(value: Any) -> list[str] | None:
