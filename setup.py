@@ -1,8 +1,9 @@
-"""Build hook for the optional compiled fast path of the OTLP protobuf decoder.
+"""Build hook for the optional compiled fast paths: the OTLP protobuf decoder and the critical
+path walk.
 
-Everything else about the package lives in ``pyproject.toml``.  The extension is optional: without a
-C compiler or Python headers the install still succeeds and ``tracelens.ingest.otlp_proto`` uses its
-pure Python/NumPy path.
+Everything else about the package lives in ``pyproject.toml``.  The extensions are optional: without
+a C compiler or Python headers the install still succeeds and tracelens uses its pure Python/NumPy
+paths.
 """
 
 from __future__ import annotations
@@ -15,6 +16,11 @@ setup(
             "tracelens.ingest.otlp_proto._native",
             sources=["tracelens/ingest/otlp_proto/_native.c"],
             optional=True,
-        )
+        ),
+        Extension(
+            "tracelens.analysis._walk",
+            sources=["tracelens/analysis/_walk.c"],
+            optional=True,
+        ),
     ]
 )
