@@ -23,9 +23,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
-from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.proto.common.v1.common_pb2 import AnyValue
 
 pytest.importorskip("tracelens.ingest.otlp_proto._native")
+
+from test_otlp_proto import _array, _kvlist
 
 from tracelens.errors import InputError
 from tracelens.ingest import otlp_proto
@@ -145,18 +147,6 @@ def _any_value(depth: int = 0) -> st.SearchStrategy[AnyValue]:
         st.lists(inner, max_size=3).map(_array),
         st.lists(st.tuples(_keys, inner), max_size=3).map(_kvlist),
     )
-
-
-def _array(values: list[AnyValue]) -> AnyValue:
-    v = AnyValue()
-    v.array_value.values.extend(values)
-    return v
-
-
-def _kvlist(items: list[tuple[str, AnyValue]]) -> AnyValue:
-    v = AnyValue()
-    v.kvlist_value.values.extend(KeyValue(key=k, value=x) for k, x in items)
-    return v
 
 
 _attributes = st.one_of(

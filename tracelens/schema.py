@@ -243,6 +243,17 @@ def as_str_list(value: Any) -> list[str] | None:
     return [str(value)]
 
 
+# How a promoted attribute's value becomes its column's value, by column.
+PROMOTED_CONVERT: Final = {
+    "kind": as_str,
+    "args_hash": as_str,
+    "result_hash": as_str,
+    "cpu_ns": as_int,
+    "arg_fps": as_str_list,
+    "result_fps": as_str_list,
+}
+
+
 def attribute_dict(
     pairs: Iterable[tuple[str, str]], json_keys: Iterable[str] | None
 ) -> dict[str, Any]:

@@ -33,10 +33,8 @@ from tracelens.ingest.otlp_proto._spans import Problems, span_fields
 from tracelens.schema import (
     COLUMNS,
     PROMOTED_ATTRIBUTES,
+    PROMOTED_CONVERT,
     SPAN_SCHEMA,
-    as_int,
-    as_str,
-    as_str_list,
     empty_spans,
 )
 
@@ -272,7 +270,7 @@ def _promoted_column(
         present[span_of[idx]] = True
         return pa.array(out, pa.int64(), mask=~present)
     values: list[Any] = [None] * n
-    convert = _CONVERT[column]
+    convert = PROMOTED_CONVERT[column]
     for i in idx.tolist():
         values[int(span_of[i])] = convert(kv.typed(i))
     return pa.array(values, field_type)
@@ -282,13 +280,3 @@ def _scatter(values: pa.Array, idx: np.ndarray, span_of: np.ndarray, n: int) -> 
     pick = np.full(n, -1, np.int64)
     pick[span_of[idx]] = idx
     return values.take(pa.array(pick, mask=pick < 0))
-
-
-_CONVERT: Final = {
-    "kind": as_str,
-    "args_hash": as_str,
-    "result_hash": as_str,
-    "cpu_ns": as_int,
-    "arg_fps": as_str_list,
-    "result_fps": as_str_list,
-}

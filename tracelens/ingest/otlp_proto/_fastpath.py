@@ -41,12 +41,10 @@ from tracelens.ingest.otlp_proto._spans import (
 from tracelens.schema import (
     COLUMNS,
     PROMOTED_ATTRIBUTES,
+    PROMOTED_CONVERT,
     SPAN_KINDS,
     SPAN_SCHEMA,
     STATUS_CODES,
-    as_int,
-    as_str,
-    as_str_list,
     empty_spans,
     json_value,
 )
@@ -71,14 +69,6 @@ _PROMOTED_KEYS: Final = tuple(
     next(key for key, column in PROMOTED_ATTRIBUTES.items() if column == name)
     for name in _PROMOTED_COLUMNS
 )
-_CONVERT: Final = {
-    "kind": as_str,
-    "args_hash": as_str,
-    "result_hash": as_str,
-    "cpu_ns": as_int,
-    "arg_fps": as_str_list,
-    "result_fps": as_str_list,
-}
 # Problem bits of the C code, in the order the Python path reports them.
 _PROBLEMS: Final = (
     (1, "traceId: empty"),
@@ -257,7 +247,7 @@ def _convert_promoted(arrays: dict[str, pa.Array], promoted: list[tuple[int, int
         by_column.setdefault(_PROMOTED_COLUMNS[role], []).append((row, typed))
     for column, items in by_column.items():
         values = arrays[column].to_pylist()
-        convert = _CONVERT[column]
+        convert = PROMOTED_CONVERT[column]
         for row, typed in items:
             values[row] = convert(typed)
         arrays[column] = pa.array(values, SPAN_SCHEMA.field(column).type)
