@@ -24,13 +24,15 @@ import tempfile
 import time
 from pathlib import Path
 
+from tracelens.store.duckdb import TABLE
+
 HERE = Path(__file__).resolve().parent
 
 SCAN = """
 import duckdb, time, resource, json, sys
 t0 = time.perf_counter()
 con = duckdb.connect(sys.argv[1], read_only=True)
-table = con.sql("SELECT * FROM span_rows").to_arrow_table()
+table = con.sql(f"SELECT * FROM {sys.argv[2]}").to_arrow_table()
 elapsed = time.perf_counter() - t0
 print(json.dumps({"s": elapsed, "rows": table.num_rows,
                   "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
@@ -82,7 +84,7 @@ def main() -> None:
 
     scans, plain, full = [], [], []
     for _ in range(opts.repeat):  # interleaved, so noise hits all three alike
-        scans.append(run(SCAN, db))
+        scans.append(run(SCAN, db, TABLE))
         plain.append(run(ANALYZE, db, opts.format, out, "0"))
         full.append(run(ANALYZE, db, opts.format, out, "1"))
     rows = int(scans[0]["rows"])
