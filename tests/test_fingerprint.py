@@ -146,7 +146,7 @@ def test_opaque_values_never_raise_and_are_not_flow_evidence() -> None:
         for value in values:
             digest, parts = result_fingerprint(value)
             assert len(digest) == 32
-            assert parts == [] or isinstance(value, memoryview)
+            assert parts == () or isinstance(value, memoryview)
         assert rh(threading.Lock()) == rh(threading.Lock())  # by type: stable, says nothing more
         assert list(gen) == [0, 1, 2]  # never iterated
     finally:
@@ -364,4 +364,4 @@ def test_result_fast_paths_match_the_general_walk(value: Any) -> None:
     for _ in range(2):  # the second time from the tables
         fp = fingerprint(value)
         parts = sorted(fp.parts)
-        assert result_fingerprint(value) == (fp.hex, [d[:8].hex() for _, d in parts][:1])
+        assert result_fingerprint(value) == (fp.hex, tuple(d[:8].hex() for _, d in parts)[:1])

@@ -11,6 +11,7 @@ import inspect
 import json
 import reprlib
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
@@ -41,11 +42,30 @@ ARG_FPS: Final = attrs.ARG_FPS
 small_args_hash = fingerprint.small_args_hash
 args_fingerprint = fingerprint.args_fingerprint
 set_span_in_context = otel_trace.set_span_in_context
-get_current = otel_context.get_current
 perf = measure.perf
 records = measure.records
-attach = otel_context.attach
-detach = otel_context.detach
+
+
+def _context_var() -> ContextVar[Any] | None:
+    """The ContextVar behind OpenTelemetry's default runtime context, if that is the one in use.
+
+    ``context.get_current`` / ``attach`` / ``detach`` are two Python calls deep around this
+    variable's ``get`` / ``set`` / ``reset``, and a traced call makes one of each: calling the
+    variable directly does the same for less.  Any other runtime context (``OTEL_PYTHON_CONTEXT``)
+    goes through the public functions.
+    """
+    runtime = getattr(otel_context, "_RUNTIME_CONTEXT", None)
+    var = getattr(runtime, "_current_context", None)
+    if type(runtime).__name__ == "ContextVarsRuntimeContext" and isinstance(var, ContextVar):
+        return var
+    return None
+
+
+_var = _context_var()
+get_current: Callable[[], Any] = _var.get if _var is not None else otel_context.get_current
+attach: Callable[[Any], Any] = _var.set if _var is not None else otel_context.attach
+# raises where ``context.detach`` logs: every caller here guards it
+detach: Callable[[Any], Any] = _var.reset if _var is not None else otel_context.detach
 
 
 class Spec:
@@ -159,7 +179,7 @@ def begin(
                     values = {ARGS_HASH: known}
                 else:  # (zip stops at the last argument given)
                     known, fps = args_fingerprint(spec.positional, own)
-                    values = {ARGS_HASH: known, ARG_FPS: tuple(fps)} if fps else {ARGS_HASH: known}
+                    values = {ARGS_HASH: known, ARG_FPS: fps} if fps else {ARGS_HASH: known}
         if values is None:
             values = _bound_values(spec, args, kwargs)
         call = Call(spec, span, values, set_span_in_context(span, current))
@@ -177,7 +197,7 @@ def _bound_values(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> 
     args_hash, arg_fps = fingerprint.args_fingerprint(names, values)
     out: dict[str, Any] = {attrs.ARGS_HASH: args_hash}
     if arg_fps:
-        out[attrs.ARG_FPS] = tuple(arg_fps)
+        out[attrs.ARG_FPS] = arg_fps
     if spec.capture:
         out[attrs.ARGS_VALUE] = _captured_args(names, values)
     return out
@@ -199,7 +219,7 @@ def safe_repr(value: Any) -> str:
 
 def end(
     call: Call,
-    result: tuple[str, list[str]] | None,
+    result: tuple[str, tuple[str, ...]] | None,
     raw_result: Any = None,
     exc: BaseException | None = None,
 ) -> None:
@@ -232,7 +252,7 @@ def end(
 def _write(
     call: Call,
     now: int,
-    result: tuple[str, list[str]] | None,
+    result: tuple[str, tuple[str, ...]] | None,
     raw_result: Any,
     exc: BaseException | None,
 ) -> None:
@@ -251,7 +271,7 @@ def _write(
     if result is not None:
         values[RESULT_HASH] = result[0]
         if result[1]:
-            values[RESULT_FPS] = tuple(result[1])
+            values[RESULT_FPS] = result[1]
         if call.spec.capture:
             values[RESULT_VALUE] = safe_repr(raw_result)
     span = call.span
@@ -287,7 +307,7 @@ def set_attributes(span: Any, values: dict[str, Any]) -> None:
         span.set_attributes(values)
 
 
-def result_of(value: Any) -> tuple[str, list[str]] | None:
+def result_of(value: Any) -> tuple[str, tuple[str, ...]] | None:
     try:
         return fingerprint.result_fingerprint(value)
     except Exception:

@@ -27,7 +27,7 @@ EXPLICIT_KINDS: Final = frozenset(attrs.MEASURED_KINDS)
 _perf = measure.perf
 _ident = measure.ident
 _attach = _call.attach
-_detach = _call.detach
+_detach = _call.otel_context.detach  # (logs rather than raises: the generator drivers' finally)
 
 
 @overload
@@ -297,7 +297,7 @@ def _add(items: fingerprint.StreamFingerprint, item: Any) -> None:
         _runtime.complain("result", "tracelens: fingerprinting a yielded item failed")
 
 
-def _finish(items: fingerprint.StreamFingerprint) -> tuple[str, list[str]] | None:
+def _finish(items: fingerprint.StreamFingerprint) -> tuple[str, tuple[str, ...]] | None:
     try:
         return items.finish()
     except Exception:

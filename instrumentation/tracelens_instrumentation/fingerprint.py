@@ -30,6 +30,12 @@ Encoding (``enc``), each node starting with a one-byte tag:
   only.  Such "opaque" values still change ``args_hash`` by type, but are left out of the
   ``*_fps`` lists, since equal type names say nothing about data flow.
 
+Speed: ``args_fingerprint``, ``small_args_hash`` and ``result_fingerprint`` run on every traced
+call, so an optional compiled module (``_speedups.c``, built by ``pip install``) takes their
+builtin-scalar cases, hashing with an embedded BLAKE2b; everything else it hands back to the
+Python functions here, which are the reference (``py_*``) and give the same values.
+``TRACELENS_NO_NATIVE=1`` switches it off.
+
 Bounds: ``MAX_NODES`` values per top-level value (children past it are counted, not hashed),
 ``MAX_DEPTH`` levels, strings and byte strings longer than ``MAX_BYTES`` hashed from their head,
 tail, length and evenly spaced middle samples.  Values equal in their hashed part therefore get
@@ -38,6 +44,7 @@ equal fingerprints even when they differ beyond the bounds.
 
 from __future__ import annotations
 
+import os
 import struct
 from collections import deque
 from collections.abc import Sequence
@@ -428,7 +435,7 @@ _MAX_INT_BITS: Final = 8 * MAX_BYTES
 _STR_TAGS: Final = [bytes((n + 1,)) + b"s" for n in range(MIN_FP_STR)]
 
 
-def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str, list[str]]:
+def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str, tuple[str, ...]]:
     """``tracelens.args_hash`` and ``tracelens.arg_fps`` of a call bound to parameter names.
 
     ``names`` are the parameter names UTF-8 encoded with a trailing NUL (precomputed per
@@ -502,10 +509,10 @@ def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str
             found.append((0, digest))
     args_hash = blake2b(b"A" + b"".join(chunks)).digest()[:DIGEST_SIZE].hex()
     if found is None:
-        return args_hash, []
+        return args_hash, ()
     if len(found) == 1:
-        return args_hash, [found[0][1][:FP_SIZE].hex()]
-    return args_hash, collect_fps([found])
+        return args_hash, (found[0][1][:FP_SIZE].hex(),)
+    return args_hash, tuple(collect_fps([found]))
 
 
 def _scalar_hex(value: Any) -> str:
@@ -557,32 +564,32 @@ def small_args_hash(
     return known
 
 
-def result_fingerprint(value: Any) -> tuple[str, list[str]]:
+def result_fingerprint(value: Any) -> tuple[str, tuple[str, ...]]:
     """``tracelens.result_hash`` and ``tracelens.result_fps`` of a return value."""
     if value is None:  # fast paths: the most common results
-        return _NONE_HEX, []
+        return _NONE_HEX, ()
     typ = type(value)
     if typ is int or typ is bool:
         known = _SMALL_RESULTS.get((typ, value))
         if known is not None:
-            return known, []
+            return known, ()
         if typ is int:  # (a bool is always among the small results)
             hexed = blake2b(_enc_int(value)).digest()[:DIGEST_SIZE].hex()
             candidate = value >= MIN_FP_INT or value <= -MIN_FP_INT
-            return hexed, [hexed[: 2 * FP_SIZE]] if candidate else []
+            return hexed, (hexed[: 2 * FP_SIZE],) if candidate else ()
     elif typ is str and len(value) < MIN_FP_STR and value.isascii():
         known = _SHORT_STR_HEX.get(value)
         if known is None:
             if len(_SHORT_STR_HEX) >= MEMO_MAX:
                 _SHORT_STR_HEX.clear()
             known = _SHORT_STR_HEX[value] = _digest(b"s" + value.encode()).hex()
-        return known, []
+        return known, ()
     elif typ is str or typ is bytes:
         digest = blake2b(_enc_str(value) if typ is str else _enc_bytes(value)).digest()
         hexed = digest[:DIGEST_SIZE].hex()
-        return hexed, [hexed[: 2 * FP_SIZE]] if len(value) >= MIN_FP_STR else []
+        return hexed, (hexed[: 2 * FP_SIZE],) if len(value) >= MIN_FP_STR else ()
     fp = fingerprint(value)
-    return fp.hex, collect_fps([fp.parts]) if fp.parts else []
+    return fp.hex, tuple(collect_fps([fp.parts])) if fp.parts else ()
 
 
 class StreamFingerprint:
@@ -605,10 +612,35 @@ class StreamFingerprint:
         if parts and len(self._parts) < 4 * MAX_FPS:
             self._parts.extend((depth + 1, digest) for depth, digest in parts)
 
-    def finish(self) -> tuple[str, list[str]]:
+    def finish(self) -> tuple[str, tuple[str, ...]]:
         tail = _pack_len(self._count) + (b"!" if self._count > MAX_NODES else b"")
         h = self._hash.copy()
         h.update(tail)
         digest = h.digest()[:DIGEST_SIZE]
         parts = [(0, digest), *self._parts] if self._count else self._parts
-        return digest.hex(), collect_fps([parts])
+        return digest.hex(), tuple(collect_fps([parts]))
+
+
+# The Python reference implementations, kept under their own names (tests compare them with the
+# compiled ones); the public names become the compiled ones when ``_speedups`` is built.
+py_args_fingerprint = args_fingerprint
+py_small_args_hash = small_args_hash
+py_result_fingerprint = result_fingerprint
+
+
+def _load_native() -> Any:
+    if os.environ.get("TRACELENS_NO_NATIVE", "") not in ("", "0"):
+        return None
+    try:
+        from tracelens_instrumentation import _speedups  # type: ignore[attr-defined]
+    except ImportError:  # installed without a C compiler
+        return None
+    _speedups.install(py_args_fingerprint, py_result_fingerprint, value_ref, collect_fps)
+    return _speedups
+
+
+native = _load_native()
+if native is not None:
+    args_fingerprint = native.args_fingerprint
+    small_args_hash = native.small_args_hash
+    result_fingerprint = native.result_fingerprint

@@ -140,10 +140,12 @@ class Record:
         self.native = getattr(_local, "tid", 0) or native_id()
         self.step_no = step_no = self.step_no + 1
         # The thread's CPU clock is a system call (about as costly as the rest of a step's
-        # bookkeeping), so a reading this thread took within REUSE_NS is carried forward instead,
-        # as if the thread ran on the CPU since: an upper bound, so this span's CPU time can only
-        # come out short, by less than REUSE_NS.  Traced calls come in bursts (a parent and its
-        # children, a loop), so most steps reuse the reading of the step before.
+        # bookkeeping), so a real reading this thread took within REUSE_NS is carried forward
+        # instead, as if the thread ran on the CPU since: an upper bound of the truth by less than
+        # REUSE_NS.  Both ends of a step do this (see ``step_end``), so a step's CPU time is
+        # within REUSE_NS of the truth either way, and a step shorter than REUSE_NS costs at most
+        # one clock read.  Traced calls come in bursts (a parent and its children, a loop), so
+        # many steps reuse the reading of the step before.
         self.step_w = now = perf()
         recent = _recent[0]
         if recent[0] == thread and now - recent[1] < REUSE_NS:
@@ -162,8 +164,13 @@ class Record:
 
     def step_end(self) -> None:
         self.last_w = now = perf()
-        self.last_c = c = thread_cpu()
-        _recent[0] = (self.thread, now, c)
+        recent = _recent[0]  # only real readings are kept there: estimates never compound
+        if recent[0] == self.thread and now - recent[1] < REUSE_NS:
+            c = recent[2] + (now - recent[1])
+        else:
+            c = thread_cpu()
+            _recent[0] = (self.thread, now, c)
+        self.last_c = c
         used = c - self.step_c
         if used > 0:  # (not when the reading carried forward was later than the truth)
             self.cpu += used
@@ -294,7 +301,7 @@ def _noop() -> None:
 
 
 REUSE_NS: Final = 20_000  # a CPU clock reading younger than this is carried forward
-# The latest CPU clock reading of any thread: (thread ident, wall clock, CPU clock).
+# The latest real CPU clock reading of any thread: (thread ident, wall clock, CPU clock).
 _recent: list[tuple[int, int, int]] = [(0, 0, 0)]
 
 # Set by the sampler module: whether it is parked, and how to wake it (kept here so that the
