@@ -480,3 +480,48 @@ def test_kernel_thread_readers() -> None:
     cpu = measure.other_thread_cpu(me)
     assert cpu is not None and abs(cpu - time.thread_time_ns()) < 50_000_000
     assert measure.other_thread_cpu(2**22 + 12345) is None  # no such thread: no crash
+
+
+def _limited(limits: Any) -> tuple[Any, InMemorySpanExporter]:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from tracelens_instrumentation import _runtime
+
+    exporter = InMemorySpanExporter()
+    limited = TracerProvider(span_limits=limits)
+    limited.add_span_processor(SimpleSpanProcessor(exporter))
+    return _runtime.activate(limited), exporter
+
+
+def test_span_limits_are_kept(spans: InMemorySpanExporter) -> None:
+    """Our attributes go into an SDK span's attribute dict directly only while that cannot break
+    the provider's limits; otherwise through ``set_attributes``, which enforces them."""
+    from opentelemetry.sdk.trace import SpanLimits
+
+    @trace
+    def busy(n: int) -> str:
+        span = otel_trace.get_current_span()
+        for i in range(n):
+            span.set_attribute(f"app.{i}", i)
+        return "a result long enough"
+
+    for limits, filled in (
+        (SpanLimits(max_span_attributes=20), 3),  # room for ours at the start and the end
+        (SpanLimits(max_span_attributes=20), 19),  # the application fills it meanwhile
+        (SpanLimits(max_span_attributes=6), 0),  # too few for ours from the start
+        (SpanLimits(max_span_attribute_length=8), 0),  # values truncated: the public path
+    ):
+        _, exporter = _limited(limits)
+        busy(filled)
+        [span] = exporter.get_finished_spans()
+        got = attrs(span)
+        cap = limits.max_span_attributes
+        assert len(got) <= cap, (limits, len(got))
+        if limits.max_span_attribute_length:
+            assert all(len(v) <= 8 for v in got.values() if isinstance(v, str))
+            assert got[A.KIND] == "cpu"
+        elif cap >= 20:
+            # the newest survive the limit: what we write at the end is there
+            assert got[A.KIND] in ("cpu", "wait") and A.CPU_NS in got and A.RESULT_HASH in got
+            if filled == 3:
+                assert got[A.ARGS_HASH] and got["app.2"] == 2 and got[A.RESULT_FPS]

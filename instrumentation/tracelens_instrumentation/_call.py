@@ -10,17 +10,21 @@ from __future__ import annotations
 import inspect
 import json
 import reprlib
+import sys
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
+from opentelemetry.context.context import Context
 from opentelemetry.trace import Status, StatusCode
+from opentelemetry.trace import propagation as otel_propagation
 
 from tracelens_instrumentation import _runtime, fingerprint, measure
 from tracelens_instrumentation import attributes as attrs
 
+MAX_OURS: Final = 16  # room left for the attributes written at a span's end
 CAPTURE_LIMIT: Final = 2048  # characters of tracelens.args / tracelens.result when captured
 _SELF_NAMES: Final = ("self", "cls")
 _repr = reprlib.Repr()
@@ -59,6 +63,34 @@ def _context_var() -> ContextVar[Any] | None:
     if type(runtime).__name__ == "ContextVarsRuntimeContext" and isinstance(var, ContextVar):
         return var
     return None
+
+
+def _span_key() -> str | None:
+    """The key ``set_span_in_context`` stores the span under, if it does just that (checked), so
+    that the hot path can build the span's context with one dict copy instead of two calls."""
+    key = getattr(otel_propagation, "_SPAN_KEY", None)
+    try:
+        probe = otel_trace.INVALID_SPAN
+        made = set_span_in_context(probe, Context({"k": 1}))
+    except Exception:
+        return None
+    if isinstance(key, str) and type(made) is Context and made == {"k": 1, key: probe}:
+        return key
+    return None
+
+
+SPAN_KEY: Final = _span_key()
+# The SDK's span class, once a traced call has seen it: its attributes are written directly.
+_sdk_span: list[type | None] = [None]
+
+
+def _is_sdk_span(span: Any) -> bool:
+    sdk = sys.modules.get("opentelemetry.sdk.trace")
+    cls = getattr(sdk, "_Span", None)
+    if isinstance(cls, type) and type(span) is cls:
+        _sdk_span[0] = cls
+        return True
+    return False
 
 
 _var = _context_var()
@@ -124,6 +156,7 @@ class Call(measure.Record):
     """A Record plus the span it measures and the attributes it will write."""
 
     token: Any = None
+    room = 0  # > 0: ``values`` is the span's own attribute dict, with room for this many
 
     def __init__(self, spec: Spec, span: Any, values: dict[str, Any], ctx: Any) -> None:
         # Record.__init__ inlined (this runs on every traced call)
@@ -170,19 +203,38 @@ def begin(
         span = tracer.start_span(spec.name, current)
         if not span.is_recording():
             return Passive(span, attach_now, current)
+        # The attributes go straight into an SDK span's own attribute dict (see ``end``).
         values: dict[str, Any] | None = None
-        if not kwargs and not spec.capture:  # the common call: positional args, no binding
-            own = args[1:] if spec.skip and args else args
-            if len(own) <= len(spec.positional):
-                known = small_args_hash(spec.positional, own, spec.memo)  # small: memoised
-                if known is not None:
-                    values = {ARGS_HASH: known}
-                else:  # (zip stops at the last argument given)
-                    known, fps = args_fingerprint(spec.positional, own)
-                    values = {ARGS_HASH: known, ARG_FPS: fps} if fps else {ARGS_HASH: known}
+        room = 0
+        if type(span) is _sdk_span[0] or _is_sdk_span(span):
+            store = span._attributes
+            raw = getattr(store, "_dict", None)
+            room = (store.maxlen or 1 << 30) - MAX_OURS
+            if type(raw) is dict and store.max_value_len is None and 0 < room >= len(raw):
+                values = raw
         if values is None:
-            values = _bound_values(spec, args, kwargs)
-        call = Call(spec, span, values, set_span_in_context(span, current))
+            values = {}
+            room = 0
+        own = args[1:] if spec.skip and args else args
+        if kwargs or spec.capture or len(own) > len(spec.positional):
+            _bound_values(spec, args, kwargs, values)
+        else:  # the common call: positional args, no binding (zip stops at the last one given)
+            known = small_args_hash(spec.positional, own, spec.memo)  # small: memoised
+            if known is not None:
+                values[ARGS_HASH] = known
+            else:
+                known, fps = args_fingerprint(spec.positional, own)
+                values[ARGS_HASH] = known
+                if fps:
+                    values[ARG_FPS] = fps
+        if SPAN_KEY is not None:
+            ctx = current.copy()  # set_span_in_context(span, current), in line
+            ctx[SPAN_KEY] = span
+            ctx = Context(ctx)
+        else:
+            ctx = set_span_in_context(span, current)
+        call = Call(spec, span, values, ctx)
+        call.room = room
         if attach_now:
             call.token = attach(call.ctx)
         return call
@@ -191,16 +243,17 @@ def begin(
         return None
 
 
-def _bound_values(spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> dict[str, Any]:
+def _bound_values(
+    spec: Spec, args: tuple[Any, ...], kwargs: dict[str, Any], out: dict[str, Any]
+) -> None:
     """The attributes of the arguments, bound to parameter names: the general path."""
     names, values = spec.bind(args, kwargs)
     args_hash, arg_fps = fingerprint.args_fingerprint(names, values)
-    out: dict[str, Any] = {attrs.ARGS_HASH: args_hash}
+    out[attrs.ARGS_HASH] = args_hash
     if arg_fps:
         out[attrs.ARG_FPS] = arg_fps
     if spec.capture:
         out[attrs.ARGS_VALUE] = _captured_args(names, values)
-    return out
 
 
 def _captured_args(names: list[bytes], values: list[Any]) -> str:
@@ -223,88 +276,68 @@ def end(
     raw_result: Any = None,
     exc: BaseException | None = None,
 ) -> None:
-    """Writes the measurements and fingerprints, ends the span, restores the context."""
-    try:
-        try:
-            if call.suspended:  # a generator closed between items: its last gap ends now
-                now = perf()
-                call.resume(now)
-            else:
-                now = call.last_w if call.last_w and not call.in_step else perf()
-            _write(call, now, result, raw_result, exc)
-        except Exception:
-            _runtime.complain("end", "tracelens: recording a span's measurements failed")
-    finally:  # closed in line rather than by a helper: this runs on every traced call
-        records.pop(call.span_id, None)
-        token = call.token
-        if token is not None:
-            call.token = None
-            try:
-                detach(token)
-            except Exception:
-                _runtime.complain("detach", "tracelens: restoring the context failed")
-        try:
-            call.span.end()
-        except Exception:
-            _runtime.complain("end", "tracelens: ending a span failed")
+    """Writes the measurements and fingerprints, ends the span, restores the context.
 
-
-def _write(
-    call: Call,
-    now: int,
-    result: tuple[str, tuple[str, ...]] | None,
-    raw_result: Any,
-    exc: BaseException | None,
-) -> None:
-    parent = call.parent
-    if parent is not None:
-        parent.child_close(now, call.thread, call.last_c if call.last_w == now else None)
-    kind, cpu, io, wait = call.finish(now)
-    values = call.values
-    if call.measured:
-        values[KIND] = kind
-        values[IO_NS] = io  # always, even 0: their presence marks a measured kind
-        values[WAIT_NS] = wait
-    else:
-        values[KIND] = call.spec.kind
-    values[CPU_NS] = cpu
-    if result is not None:
-        values[RESULT_HASH] = result[0]
-        if result[1]:
-            values[RESULT_FPS] = result[1]
-        if call.spec.capture:
-            values[RESULT_VALUE] = safe_repr(raw_result)
-    span = call.span
-    if exc is not None:
-        values[ERROR_TYPE] = f"{type(exc).__module__}.{type(exc).__qualname__}"
-        span.record_exception(exc)
-        span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
-    set_attributes(span, values)
-
-
-def set_attributes(span: Any, values: dict[str, Any]) -> None:
-    """``span.set_attributes``, minus the SDK's per-value validation when it cannot matter.
-
-    The SDK validates and copies every value (for 1.45, about a third of a bare span's cost for
-    the handful written here).  Ours are already valid (str, int, tuples of str), so when the
-    span's attribute store is the SDK's ``BoundedAttributes`` with room to spare and no value
-    length limit, they go straight into it; anything else takes the public path.
+    One function rather than several helpers: this runs on every traced call.
     """
+    span = call.span
     try:
-        store = span._attributes
-        raw = store._dict
-        direct = (
-            type(raw) is dict
-            and store.max_value_len is None
-            and span._end_time is None
-            and len(raw) + len(values) <= (store.maxlen or 1 << 30)
-        )
-    except AttributeError:
-        direct = False
-    if direct:
-        raw.update(values)
-    else:
-        span.set_attributes(values)
+        if call.suspended:  # a generator closed between items: its last gap ends now
+            now = perf()
+            call.resume(now)
+        else:
+            now = call.last_w if call.last_w and not call.in_step else perf()
+        parent = call.parent
+        if parent is not None:
+            parent.child_close(now, call.thread, call.last_c if call.last_w == now else None)
+        kind, cpu, io, wait = call.finish(now)
+        values = call.values
+        # ``values`` is the SDK span's own attribute dict when ``begin`` found it had room
+        # (``room``): ``span.set_attributes`` minus the SDK's per-value validation and copying,
+        # for 1.45 about a third of a bare span's cost for the handful written here.  Ours are
+        # valid already (str, int, tuples of str).  If the application filled the span's
+        # attributes meanwhile, or ended it, the rest takes the public path.
+        direct = call.room > 0
+        if direct and (len(values) > call.room or span._end_time is not None):
+            values = {}
+            direct = False
+        if call.measured:
+            values[KIND] = kind
+            values[IO_NS] = io  # always, even 0: their presence marks a measured kind
+            values[WAIT_NS] = wait
+        else:
+            values[KIND] = call.spec.kind
+        values[CPU_NS] = cpu
+        if result is not None:
+            values[RESULT_HASH] = result[0]
+            if result[1]:
+                values[RESULT_FPS] = result[1]
+            if call.spec.capture:
+                values[RESULT_VALUE] = safe_repr(raw_result)
+        if exc is not None:
+            _record_error(span, values, exc)
+        if not direct:
+            span.set_attributes(values)
+    except Exception:
+        _runtime.complain("end", "tracelens: recording a span's measurements failed")
+    records.pop(call.span_id, None)
+    token = call.token
+    if token is not None:
+        call.token = None
+        try:
+            detach(token)
+        except Exception:
+            _runtime.complain("detach", "tracelens: restoring the context failed")
+    try:
+        span.end()
+    except Exception:
+        _runtime.complain("end", "tracelens: ending a span failed")
+
+
+def _record_error(span: Any, values: dict[str, Any], exc: BaseException) -> None:
+    values[ERROR_TYPE] = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    span.record_exception(exc)
+    span.set_status(Status(StatusCode.ERROR, f"{type(exc).__name__}: {exc}"[:512]))
 
 
 def result_of(value: Any) -> tuple[str, tuple[str, ...]] | None:
