@@ -196,3 +196,36 @@ def test_switching_it_off_gives_the_same_values() -> None:
     on, off = run({"TRACELENS_NO_NATIVE": ""}), run({"TRACELENS_NO_NATIVE": "1"})
     assert on.pop("native") is True and off.pop("native") is False
     assert on == off
+
+
+def test_compiled_send_steps_like_the_python_one() -> None:
+    from tracelens_instrumentation.decorator import _py_step
+
+    class Boom(Exception):
+        pass
+
+    def gen(fail: bool) -> Any:
+        got = yield "first"
+        if fail:
+            raise Boom(got)
+        return ("done", got)
+
+    for step in (F.native.send, _py_step):
+        g = gen(False)
+        assert step(g, None) == (False, "first")
+        assert step(g, 5) == (True, ("done", 5))
+        g = gen(True)
+        step(g, None)
+        with pytest.raises(Boom) as info:
+            step(g, "why")
+        assert info.value.args == ("why",)
+        with pytest.raises(AttributeError):
+            step(42, None)  # no ``send``: the error of calling it, not a crash
+
+    async def coro(x: int) -> int:
+        return x * 2
+
+    c = coro(21)
+    assert F.native.send(c, None) == (True, 42)
+    with pytest.raises(TypeError):
+        F.native.send(c)  # type: ignore[call-arg]

@@ -670,7 +670,26 @@ static PyObject *sp_digest(PyObject *self, PyObject *arg)
     return PyBytes_FromStringAndSize((const char *)digest, DIGEST_SIZE);
 }
 
+/* send(coro, value) -> (finished, value): one step of a coroutine or generator without the
+ * StopIteration that ``coro.send`` raises when it returns (an exception object, a traceback and
+ * an unwinding per traced coroutine that finishes without suspending, the common case). */
+static PyObject *sp_send(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "send(coro, value)");
+        return NULL;
+    }
+    PyObject *result = NULL;
+    PySendResult status = PyIter_Send(args[0], args[1], &result);
+    if (status == PYGEN_ERROR) return NULL;
+    PyObject *out = PyTuple_Pack(2, status == PYGEN_RETURN ? Py_True : Py_False, result);
+    Py_DECREF(result);
+    return out;
+}
+
 static PyMethodDef methods[] = {
+    {"send", (PyCFunction)(void (*)(void))sp_send, METH_FASTCALL,
+     "send(coro, value) -> (finished, value), without raising StopIteration"},
     {"install", sp_install, METH_VARARGS,
      "install(args_fingerprint, result_fingerprint, value_ref, collect_fps): the Python code "
      "for what is not handled here"},

@@ -24,6 +24,16 @@ from tracelens_instrumentation import attributes as attrs
 F = TypeVar("F", bound=Callable[..., Any])
 EXPLICIT_KINDS: Final = frozenset(attrs.MEASURED_KINDS)
 
+
+def _py_step(coro: Any, value: Any) -> tuple[bool, Any]:
+    """``(finished, value)`` of one ``send``: the compiled ``send`` does it without raising."""
+    try:
+        return False, coro.send(value)
+    except StopIteration as stop:
+        return True, stop.value
+
+
+_step: Callable[[Any, Any], tuple[bool, Any]] = getattr(fingerprint.native, "send", _py_step)
 _perf = measure.perf
 _ident = measure.ident
 _attach = _call.attach
@@ -134,7 +144,7 @@ class _Stepper:
 
     def __await__(self) -> Generator[Any, Any, Any]:
         coro, call, yielded = self.coro, self.call, self.yielded
-        send, throw, measured = coro.send, coro.throw, call.measured
+        throw, measured, step = coro.throw, call.measured, _step
         while True:
             call.suspend(call.last_w, _awaiting(coro, yielded, call) if measured else None)
             value: Any = None
@@ -149,7 +159,13 @@ class _Stepper:
             call.step_begin(_ident())
             call.resume(call.step_w)
             try:
-                yielded = send(value) if error is None else throw(error)
+                if error is None:
+                    finished, yielded = step(coro, value)
+                    if finished:
+                        call.step_end()
+                        return yielded
+                else:
+                    yielded = throw(error)
             except StopIteration as stop:
                 call.step_end()
                 return stop.value
@@ -191,8 +207,8 @@ def _judge_again(obj: Any, call: _call.Call, step: int) -> None:
 
 
 def _wrap_async(func: Callable[..., Any], spec: _call.Spec) -> Any:
-    runtime, begin, end, result_of, call_type, ident = (
-        _runtime, _call.begin, _call.end, _call.result_of, _call.Call, _ident
+    runtime, begin, end, result_of, call_type, ident, step = (
+        _runtime, _call.begin, _call.end, _call.result_of, _call.Call, _ident, _step
     )  # fmt: skip
 
     async def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -214,16 +230,12 @@ def _wrap_async(func: Callable[..., Any], spec: _call.Spec) -> Any:
             coro = func(*args, **kwargs)
             call.step_begin(thread)  # the first step, run here: no stepper if it finishes
             try:
-                yielded = coro.send(None)
-            except StopIteration as stop:
-                call.step_end()
-                result = stop.value
+                finished, yielded = step(coro, None)
             except BaseException:
                 call.step_end()
                 raise
-            else:
-                call.step_end()
-                result = await _Stepper(coro, call, yielded)
+            call.step_end()
+            result = yielded if finished else await _Stepper(coro, call, yielded)
         except BaseException as exc:
             end(call, None, None, exc)
             raise
