@@ -13,7 +13,7 @@ import reprlib
 import sys
 from collections.abc import Callable
 from contextvars import ContextVar
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from opentelemetry import context as otel_context
 from opentelemetry import trace as otel_trace
@@ -152,13 +152,18 @@ class Spec:
         return out_names, values
 
 
-class Call(measure.Record):
+if TYPE_CHECKING:
+    _Record = measure.Record
+else:
+    _Record = measure.Base  # the compiled record when built
+
+
+class Call(_Record):
     """A Record plus the span it measures and the attributes it will write."""
 
-    token: Any = None
-    room = 0  # > 0: ``values`` is the span's own attribute dict, with room for this many
+    __slots__ = ("ctx", "parent", "room", "span", "span_id", "spec", "token", "values")
 
-    def __init__(self, spec: Spec, span: Any, values: dict[str, Any], ctx: Any) -> None:
+    def __init__(self, spec: Spec, span: Any, values: dict[str, Any], ctx: Any, room: int) -> None:
         # Record.__init__ inlined (this runs on every traced call)
         self.measured = spec.measured
         self.t0 = perf()
@@ -166,6 +171,8 @@ class Call(measure.Record):
         self.span = span
         self.values = values
         self.ctx = ctx  # the context with this span current
+        self.room = room  # > 0: ``values`` is the span's own attribute dict, with this much room
+        self.token: Any = None
         self.span_id = span_id = span.get_span_context().span_id
         parent_ctx = getattr(span, "parent", None)
         self.parent = records.get(parent_ctx.span_id) if parent_ctx is not None else None
@@ -233,10 +240,9 @@ def begin(
             ctx = Context(ctx)
         else:
             ctx = set_span_in_context(span, current)
-        call = Call(spec, span, values, ctx)
-        call.room = room
+        call = Call(spec, span, values, ctx, room)
         if attach_now:
-            call.token = attach(call.ctx)
+            call.token = attach(ctx)
         return call
     except Exception:
         _runtime.complain("begin", "tracelens: starting a span failed; the call is not traced")

@@ -27,11 +27,12 @@ side, io and wait.  Spans with an explicit kind get ``kind`` and ``cpu_ns`` only
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from tracelens_instrumentation import attributes as attrs
 
@@ -76,7 +77,11 @@ def other_thread_cpu(tid: int) -> int | None:
 
 class Record:
     """Clocks and evidence of one span.  No ``__slots__``: the counters default to class
-    attributes, so creating a record (once per traced call) writes only what differs."""
+    attributes, so creating a record (once per traced call) writes only what differs.
+
+    The reference implementation: ``_record.c`` is the same class compiled (``Base`` is the one
+    in use), line for line, since this runs several times on every traced call.
+    """
 
     thread = native = 0
     cpu = 0
@@ -308,3 +313,29 @@ _recent: list[tuple[int, int, int]] = [(0, 0, 0)]
 # hot path reads a list cell instead of importing the sampler).
 _parked: list[bool] = [False]
 _wake: list[Callable[[], None]] = [_noop]
+
+
+def _load_native() -> Any:
+    """The compiled ``Record`` (Linux, when built), wired to this module's shared state."""
+    if os.environ.get("TRACELENS_NO_NATIVE", "") not in ("", "0"):
+        return None
+    try:
+        from tracelens_instrumentation import _record  # type: ignore[attr-defined]
+    except ImportError:  # installed without a C compiler, or not Linux
+        return None
+    _record.install(stacks, _parked, _wake, attrs.CPU, attrs.IO, attrs.WAIT)
+    return _record
+
+
+def _after_fork() -> None:
+    """The child's one thread is new to the kernel: its cached id and clock reading are not."""
+    global _local
+    _local = threading.local()
+    _recent[0] = (0, 0, 0)
+
+
+native = _load_native()
+# The record class the decorator uses: the compiled one when built, else the reference.
+Base: type[Record] = native.Record if native is not None else Record
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
