@@ -26,6 +26,7 @@ test-vllm:
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tracelens instrumentation tests bench
+	$(VENV)/bin/ruff format --check tracelens instrumentation tests bench
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)

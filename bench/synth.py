@@ -47,50 +47,144 @@ def template() -> list[Node]:
     plan = add(Node("plan", root, kind="cpu", ms=25, args="q{i}", result="plan{i}"))
     add(Node("model_queue.wait", root, kind="wait", ms=40, sigma=0.8))
     llm1 = add(
-        Node("chat", root, "client", "agent", ms=3, attrs={"gen_ai.operation.name": "chat"},
-             args="plan{i}", result="tools{i}", uses=(plan,))
+        Node(
+            "chat",
+            root,
+            "client",
+            "agent",
+            ms=3,
+            attrs={"gen_ai.operation.name": "chat"},
+            args="plan{i}",
+            result="tools{i}",
+            uses=(plan,),
+        )
     )
     add(Node("llm_request", llm1, "server", "model", kind="gpu", ms=180, sigma=0.3))
     tools = []
     for name, ms in (("fetch_schema", 60), ("fetch_logs", 90), ("search_docs", 70)):
         tid = add(
-            Node(name, root, kind="io", ms=1, args=f"{name}-args-{{i}}" if name != "fetch_schema"
-                 else "schema-v1", result=f"{name}-out{{i}}", uses=(llm1,))
+            Node(
+                name,
+                root,
+                kind="io",
+                ms=1,
+                args=f"{name}-args-{{i}}" if name != "fetch_schema" else "schema-v1",
+                result=f"{name}-out{{i}}",
+                uses=(llm1,),
+            )
         )
-        add(Node("HTTP GET", tid, "client", "agent", ms=ms, attrs={
-            "http.request.method": "GET", "url.full": f"http://127.0.0.1:8080/{name}"}))
+        add(
+            Node(
+                "HTTP GET",
+                tid,
+                "client",
+                "agent",
+                ms=ms,
+                attrs={"http.request.method": "GET", "url.full": f"http://127.0.0.1:8080/{name}"},
+            )
+        )
         tools.append(tid)
-    rep = add(Node("fetch_schema", root, kind="io", ms=1, args="schema-v1",
-                   result="fetch_schema-out{i}"))
-    add(Node("HTTP GET", rep, "client", "agent", ms=60, attrs={
-        "http.request.method": "GET", "url.full": "http://127.0.0.1:8080/fetch_schema"}))
+    rep = add(
+        Node("fetch_schema", root, kind="io", ms=1, args="schema-v1", result="fetch_schema-out{i}")
+    )
+    add(
+        Node(
+            "HTTP GET",
+            rep,
+            "client",
+            "agent",
+            ms=60,
+            attrs={"http.request.method": "GET", "url.full": "http://127.0.0.1:8080/fetch_schema"},
+        )
+    )
     retr = add(Node("retrieve", root, kind="io", ms=2, args="q{i}", result="docs{i}"))
-    add(Node("embed", retr, "client", kind="gpu", ms=15,
-             attrs={"gen_ai.operation.name": "embeddings"}))
-    add(Node("SELECT chunks", retr, "client", "vectordb", ms=20,
-             attrs={"db.system.name": "postgresql", "db.query.text": "SELECT * FROM chunks"}))
+    add(
+        Node(
+            "embed",
+            retr,
+            "client",
+            kind="gpu",
+            ms=15,
+            attrs={"gen_ai.operation.name": "embeddings"},
+        )
+    )
+    add(
+        Node(
+            "SELECT chunks",
+            retr,
+            "client",
+            "vectordb",
+            ms=20,
+            attrs={"db.system.name": "postgresql", "db.query.text": "SELECT * FROM chunks"},
+        )
+    )
     for d in range(8):
-        g = add(Node("get_document", root, kind="io", ms=0.5, args=f"doc{d}-{{i}}",
-                     result=f"doc{d}-{{i}}"))
-        add(Node("SELECT documents", g, "client", "docstore", ms=6, attrs={
-            "db.system.name": "postgresql",
-            "db.query.text": "SELECT body FROM documents WHERE id=$1"}))
+        g = add(
+            Node(
+                "get_document",
+                root,
+                kind="io",
+                ms=0.5,
+                args=f"doc{d}-{{i}}",
+                result=f"doc{d}-{{i}}",
+            )
+        )
+        add(
+            Node(
+                "SELECT documents",
+                g,
+                "client",
+                "docstore",
+                ms=6,
+                attrs={
+                    "db.system.name": "postgresql",
+                    "db.query.text": "SELECT body FROM documents WHERE id=$1",
+                },
+            )
+        )
     fail = add(Node("call_api", root, kind="io", ms=1, args="api{i}", status="error"))
-    add(Node("HTTP POST", fail, "client", ms=30, status="error",
-             attrs={"http.request.method": "POST", "url.full": "http://127.0.0.1:8080/api"}))
+    add(
+        Node(
+            "HTTP POST",
+            fail,
+            "client",
+            ms=30,
+            status="error",
+            attrs={"http.request.method": "POST", "url.full": "http://127.0.0.1:8080/api"},
+        )
+    )
     ok = add(Node("call_api", root, kind="io", ms=1, args="api{i}", result="api-out{i}"))
-    add(Node("HTTP POST", ok, "client", ms=35,
-             attrs={"http.request.method": "POST", "url.full": "http://127.0.0.1:8080/api"}))
-    llm2 = add(Node("chat", root, "client", "agent", ms=3, attrs={"gen_ai.operation.name": "chat"},
-                    args="tools{i}", result="answer{i}", uses=(*tools, retr)))
+    add(
+        Node(
+            "HTTP POST",
+            ok,
+            "client",
+            ms=35,
+            attrs={"http.request.method": "POST", "url.full": "http://127.0.0.1:8080/api"},
+        )
+    )
+    llm2 = add(
+        Node(
+            "chat",
+            root,
+            "client",
+            "agent",
+            ms=3,
+            attrs={"gen_ai.operation.name": "chat"},
+            args="tools{i}",
+            result="answer{i}",
+            uses=(*tools, retr),
+        )
+    )
     add(Node("llm_request", llm2, "server", "model", kind="gpu", ms=260, sigma=0.4))
     post = add(Node("postprocess", root, kind="cpu", ms=4, uses=(llm2,)))
     for step in ("parse", "validate", "redact", "format", "render", "score", "log"):
         add(Node(f"postprocess.{step}", post, kind="cpu", ms=1.5))
     add(Node("respond", root, "internal", kind="cpu", ms=3))
     while len(t) < 50:
-        add(Node("cache.lookup", root, "client", "cache", ms=0.4,
-                 attrs={"db.system.name": "redis"}))
+        add(
+            Node("cache.lookup", root, "client", "cache", ms=0.4, attrs={"db.system.name": "redis"})
+        )
     return t
 
 
@@ -146,9 +240,7 @@ def _to_arrow(tpl: list[Node], start: np.ndarray, end: np.ndarray, seed: int) ->
     span_ids = [f"{v:016x}" for v in span_num.ravel().tolist()]
     parent_idx = [node.parent for node in tpl]
     parents = [
-        (f"{span_num[i, p]:016x}" if p is not None else None)
-        for i in range(n)
-        for p in parent_idx
+        (f"{span_num[i, p]:016x}" if p is not None else None) for i in range(n) for p in parent_idx
     ]
 
     def per_trace(pattern: str | None, i: int) -> str | None:
@@ -163,8 +255,9 @@ def _to_arrow(tpl: list[Node], start: np.ndarray, end: np.ndarray, seed: int) ->
     args_hash = [per_trace(tpl[j].args, i) for i in range(n) for j in range(m)]
     result_hash = [per_trace(tpl[j].result, i) for i in range(n) for j in range(m)]
     arg_fps = [fps(j, i) for i in range(n) for j in range(m)]
-    result_fps = [([h] if (h := per_trace(tpl[j].result, i)) else None)
-                  for i in range(n) for j in range(m)]
+    result_fps = [
+        ([h] if (h := per_trace(tpl[j].result, i)) else None) for i in range(n) for j in range(m)
+    ]
     keys = [list(node.attrs) for node in tpl]
     vals = [list(node.attrs.values()) for node in tpl]
     lens = np.tile(np.array([len(k) for k in keys], dtype=np.int32), n)
@@ -233,9 +326,16 @@ def write_store(path: str, n_traces: int, seed: int = 0, chunk: int = 2000, **kw
     return added
 
 
-if __name__ == "__main__":
-    import sys
+def main(argv: list[str] | None = None) -> int:
+    import argparse
 
-    out = sys.argv[1] if len(sys.argv) > 1 else "bench-synth.duckdb"
-    n = int(sys.argv[2]) if len(sys.argv) > 2 else 20_000
-    print(f"{write_store(out, n):,} spans written to {out}")
+    parser = argparse.ArgumentParser(description="Write a synthetic agent-trace store (DuckDB).")
+    parser.add_argument("out", nargs="?", default="bench-synth.duckdb", help="store path")
+    parser.add_argument("traces", nargs="?", type=int, default=20_000, help="traces (50 spans)")
+    args = parser.parse_args(argv)
+    print(f"{write_store(args.out, args.traces):,} spans written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
