@@ -15,6 +15,8 @@ from typing import Any
 
 import pytest
 from google.protobuf.json_format import MessageToDict
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from opentelemetry import trace as otel_trace
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.sdk.resources import Resource
@@ -22,9 +24,12 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
-from tracelens_instrumentation.jsonl import OTLPJsonLinesExporter, traces_data
+from test_instrumentation_helpers import spans
+from tracelens_instrumentation import trace
+from tracelens_instrumentation.jsonl import OTLPJsonLinesExporter, traces_data, traces_data_json
 
 ID_KEYS = ("traceId", "spanId", "parentSpanId")
+__all__ = ["spans"]  # the fixture, imported for pytest
 
 
 def _spans() -> list[ReadableSpan]:
@@ -112,6 +117,67 @@ def test_matches_the_sdk_protobuf_encoding() -> None:
         assert mine[name]["scope"] == theirs[name]["scope"], name
         assert mine[name]["resource"] == theirs[name]["resource"], name
         assert mine[name]["span"] == theirs[name]["span"], name
+
+
+def _same_document(spans: list[ReadableSpan]) -> None:
+    """The text the exporter writes is the reference document (key order aside)."""
+    reference = json.loads(json.dumps(traces_data(spans), ensure_ascii=False))
+    assert json.loads(traces_data_json(spans)) == reference
+
+
+def test_the_written_text_is_the_reference_document() -> None:
+    _same_document(_spans())
+
+
+def test_the_decorators_spans_written_as_text(spans: InMemorySpanExporter) -> None:
+    @trace
+    def work(a: int, b: str) -> list[str]:
+        return [b] * a
+
+    for i in range(5):
+        work(i, f"text {i} é")
+    done = list(spans.get_finished_spans())
+    assert len(done) == 5 and "tracelens.result_fps" in (done[-1].attributes or {})
+    _same_document(done)
+
+
+scalars = st.one_of(
+    st.text(),
+    st.integers(min_value=-(2**63), max_value=2**63 - 1),
+    st.floats(),  # NaN and infinities included
+    st.booleans(),
+    st.binary(max_size=16),
+)
+values = st.one_of(
+    scalars,
+    st.lists(st.text(max_size=5), max_size=3).map(tuple),
+    st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1), max_size=3),
+    st.lists(st.floats(), max_size=3),
+    st.lists(st.booleans(), max_size=3).map(tuple),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    attributes=st.dictionaries(st.text(max_size=8), values, max_size=6),
+    name=st.text(max_size=10),
+    state=st.sampled_from([None, {"vendor": "v1", "other": "x"}]),
+)
+def test_generated_spans_written_as_text(
+    attributes: dict[str, Any], name: str, state: dict[str, str] | None
+) -> None:
+    from opentelemetry.trace import TraceState
+
+    ctx = SpanContext(
+        trace_id=0x0AF7651916CD43DD8448EB211C80319C,
+        span_id=0x1234,
+        is_remote=False,
+        trace_state=TraceState(list(state.items())) if state else None,
+    )
+    span = ReadableSpan(
+        name=name, context=ctx, parent=None, attributes=attributes, start_time=1, end_time=2
+    )
+    _same_document([span])
 
 
 def test_otlp_json_specifics() -> None:

@@ -10,6 +10,11 @@ file exporter writes the same shape, so either can feed the same importer.
 
 Exporting never raises into the application: an unwritable path or an unencodable batch is
 logged and reported as ``FAILURE``.
+
+``traces_data`` builds the document as dicts and is the reference; the exporter writes
+``traces_data_json``, the same document written as text directly (a span's attributes are most
+of the work, and json.dumps of the OTLP/JSON shape, three containers per attribute, costs about
+five times as much).  Tests compare the two.
 """
 
 from __future__ import annotations
@@ -20,7 +25,8 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from json.encoder import encode_basestring as _json_str  # what json.dumps does to a str
 from typing import IO, TYPE_CHECKING, Any, Final
 
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
@@ -127,15 +133,22 @@ def _link(link: Any) -> dict[str, Any]:
     return out
 
 
-def traces_data(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
-    """Spans grouped by resource, then instrumentation scope, as one ``TracesData``."""
-    groups: dict[int, tuple[Any, dict[int, tuple[Any, list[dict[str, Any]]]]]] = {}
+def _grouped(
+    spans: Iterable[ReadableSpan], encode: Callable[[ReadableSpan], Any]
+) -> dict[int, tuple[Any, dict[int, tuple[Any, list[Any]]]]]:
+    """Encoded spans by resource, then instrumentation scope, in order of first appearance."""
+    groups: dict[int, tuple[Any, dict[int, tuple[Any, list[Any]]]]] = {}
     for span in spans:
         resource, scope = span.resource, span.instrumentation_scope
         scopes = groups.setdefault(id(resource), (resource, {}))[1]
-        scopes.setdefault(id(scope), (scope, []))[1].append(encode_span(span))
+        scopes.setdefault(id(scope), (scope, []))[1].append(encode(span))
+    return groups
+
+
+def traces_data(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
+    """Spans grouped by resource, then instrumentation scope, as one ``TracesData``."""
     resource_spans = []
-    for resource, scopes in groups.values():
+    for resource, scopes in _grouped(spans, encode_span).values():
         scope_spans = []
         for scope, encoded in scopes.values():
             entry: dict[str, Any] = {"scope": _scope(scope), "spans": encoded}
@@ -164,6 +177,105 @@ def _resource(resource: Any) -> dict[str, Any]:
     return out
 
 
+_dumps = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
+def _value_json(value: Any) -> str:
+    """``any_value(value)`` as JSON text: the common types written directly, the rest dumped."""
+    t = type(value)
+    if t is str:
+        return '{"stringValue":' + _json_str(value) + "}"
+    if t is int:
+        return '{"intValue":"' + int.__str__(value) + '"}'
+    if t is bool:
+        return '{"boolValue":true}' if value else '{"boolValue":false}'
+    if t is float and math.isfinite(value):
+        return '{"doubleValue":' + float.__repr__(value) + "}"
+    if t is tuple or t is list:
+        return '{"arrayValue":{"values":[' + ",".join(map(_value_json, value)) + "]}}"
+    return _dumps(any_value(value))
+
+
+def _key_values_json(attributes: Mapping[str, Any]) -> str:
+    return (
+        "["
+        + ",".join(
+            '{"key":' + _json_str(str(k)) + ',"value":' + _value_json(v) + "}"
+            for k, v in attributes.items()
+        )
+        + "]"
+    )
+
+
+def _attributes_of(span: ReadableSpan) -> Mapping[str, Any] | None:
+    """The span's attributes; the SDK's own dict when it is one (a finished span's is frozen),
+    read directly instead of through two mapping wrappers that fetch each value in Python."""
+    raw = getattr(getattr(span, "_attributes", None), "_dict", None)
+    if type(raw) is dict and getattr(span._attributes, "_immutable", False):
+        return raw
+    return span.attributes
+
+
+def span_json(span: ReadableSpan) -> str:
+    """``encode_span(span)`` as JSON text (the same object; ``attributes`` may come earlier)."""
+    ctx = span.get_span_context()
+    assert ctx is not None
+    parts = ['{"traceId":"', format(ctx.trace_id, "032x"), '","spanId":"']
+    parts.append(format(ctx.span_id, "016x"))
+    if ctx.trace_state:
+        parts.append('","traceState":')
+        parts.append(_json_str(",".join(f"{k}={v}" for k, v in ctx.trace_state.items())))
+    else:
+        parts.append('"')
+    parent = span.parent
+    if parent is not None:
+        parts.append(',"parentSpanId":"' + format(parent.span_id, "016x") + '"')
+    parts.append(',"flags":' + str(_flags(parent, int(ctx.trace_flags))))
+    name = span.name
+    parts.append(',"name":' + (_json_str(name) if type(name) is str else _dumps(name)))
+    parts.append(',"kind":' + str(span.kind.value + 1))
+    parts.append(',"startTimeUnixNano":"' + str(span.start_time or 0))
+    parts.append('","endTimeUnixNano":"' + str(span.end_time or 0) + '"')
+    attributes = _attributes_of(span)
+    if attributes:
+        parts.append(',"attributes":' + _key_values_json(attributes))
+    rare: dict[str, Any] = {}
+    _put(rare, "droppedAttributesCount", span.dropped_attributes)
+    if span.events:
+        rare["events"] = [_event(e) for e in span.events]
+    _put(rare, "droppedEventsCount", span.dropped_events)
+    if span.links:
+        rare["links"] = [_link(link) for link in span.links]
+    _put(rare, "droppedLinksCount", span.dropped_links)
+    for key, value in rare.items():
+        parts.append(',"' + key + '":' + _dumps(value))
+    status: dict[str, Any] = {}
+    _put(status, "message", span.status.description)
+    _put(status, "code", span.status.status_code.value)
+    parts.append(',"status":' + _dumps(status) + "}")
+    return "".join(parts)
+
+
+def traces_data_json(spans: Sequence[ReadableSpan]) -> str:
+    """``traces_data(spans)`` as one line of JSON text."""
+    resource_spans = []
+    for resource, scopes in _grouped(spans, span_json).values():
+        scope_spans = []
+        for scope, encoded in scopes.values():
+            entry = '{"scope":' + _dumps(_scope(scope)) + ',"spans":[' + ",".join(encoded) + "]"
+            schema = getattr(scope, "schema_url", "") if scope else ""
+            if schema:
+                entry += ',"schemaUrl":' + _json_str(schema)
+            scope_spans.append(entry + "}")
+        rs = '{"resource":' + _dumps(_resource(resource)) + ',"scopeSpans":['
+        rs += ",".join(scope_spans) + "]"
+        schema = getattr(resource, "schema_url", "")
+        if schema:
+            rs += ',"schemaUrl":' + _json_str(schema)
+        resource_spans.append(rs + "}")
+    return '{"resourceSpans":[' + ",".join(resource_spans) + "]}"
+
+
 class OTLPJsonLinesExporter(SpanExporter):
     """Appends each exported batch to ``path`` as one OTLP/JSON ``TracesData`` line.
 
@@ -182,7 +294,7 @@ class OTLPJsonLinesExporter(SpanExporter):
         if not spans:
             return SpanExportResult.SUCCESS
         try:
-            line = json.dumps(traces_data(spans), separators=(",", ":"), ensure_ascii=False)
+            line = traces_data_json(spans)
         except Exception:
             _log.exception("tracelens: could not encode %d spans as OTLP JSON", len(spans))
             return SpanExportResult.FAILURE
