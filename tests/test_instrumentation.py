@@ -97,7 +97,7 @@ def test_sync_function(spans: InMemorySpanExporter) -> None:
     assert add(1, 5) == 6
     span = named(spans, "add")
     a = attrs(span)
-    assert a[A.KIND] == A.CPU
+    assert a[A.KIND] == A.CPU, (a, span.end_time - span.start_time)
     assert isinstance(a[A.CPU_NS], int) and a[A.CPU_NS] >= 0
     assert len(a[A.ARGS_HASH]) == 32 and len(a[A.RESULT_HASH]) == 32
     assert span.status.status_code == StatusCode.UNSET
@@ -480,6 +480,37 @@ def test_kernel_thread_readers() -> None:
     cpu = measure.other_thread_cpu(me)
     assert cpu is not None and abs(cpu - time.thread_time_ns()) < 50_000_000
     assert measure.other_thread_cpu(2**22 + 12345) is None  # no such thread: no crash
+
+
+def test_a_reused_clock_reading_never_turns_computing_into_waiting() -> None:
+    """The reference record: a reading taken 10 µs ago, the thread off the CPU since, is reused at
+    the start of a step; the step computes for 12 µs and its end, past the reuse window, reads
+    the clock.  Its CPU time must not come out short (nor beyond its wall time)."""
+    import threading
+
+    from tracelens_instrumentation import measure
+
+    me = threading.get_ident()
+    saved = measure._recent[0]
+    try:
+        for _ in range(50):  # until the start reused the reading (a preemption can spoil one)
+            rec = measure.Record(False)
+            now, cpu = measure.perf(), measure.thread_cpu()
+            fake = measure._recent[0] = (me, now - 10_000, cpu)  # no CPU in the last 10 µs
+            rec.step_begin(me)
+            reused = measure._recent[0] is fake
+            stop = rec.step_w + 12_000
+            while measure.perf() < stop:  # compute
+                pass
+            rec.step_end()
+            if reused and measure._recent[0] is not fake:  # reused at the start, read at the end
+                break
+        else:
+            pytest.fail("the start of a step never reused a fresh reading")
+    finally:
+        measure._recent[0] = saved
+    wall = rec.last_w - rec.step_w
+    assert wall // 2 < rec.cpu <= wall
 
 
 def _limited(limits: Any) -> tuple[Any, InMemorySpanExporter]:

@@ -77,6 +77,21 @@ static inline long native_tid(void)
     return cached_tid;
 }
 
+/* This thread's CPU clock at wall time ``now``: a real reading younger than REUSE_NS is reused,
+ * as it is at the start of a step (``carry`` 0) and carried forward by the wall time since at its
+ * end (``carry`` 1); see measure.Record.step_begin.  Otherwise the clock is read, and kept: only
+ * real readings are kept, so estimates never compound. */
+static inline long long cpu_reading(unsigned long long thread, long long now, int carry)
+{
+    if (recent.thread == thread && now - recent.wall < REUSE_NS)
+        return recent.cpu + (carry ? now - recent.wall : 0);
+    long long c = thread_cpu_ns();
+    recent.thread = thread;
+    recent.wall = now;
+    recent.cpu = c;
+    return c;
+}
+
 /* measure.other_thread_cpu: ok = 0 where it gives None. */
 static long long other_thread_cpu(long long tid, int *ok)
 {
@@ -236,15 +251,7 @@ static PyObject *rec_step_begin(Record *self, PyObject *thread_obj)
     self->native = native_tid();
     long long step_no = self->step_no = self->step_no + 1;
     long long now = self->step_w = perf_ns();
-    if (recent.thread == thread && now - recent.wall < REUSE_NS) {
-        self->step_c = recent.cpu + (now - recent.wall);
-    }
-    else {
-        long long c = self->step_c = thread_cpu_ns();
-        recent.thread = thread;
-        recent.wall = now;
-        recent.cpu = c;
-    }
+    self->step_c = cpu_reading(thread, now, 0);
     if (step_no == 1) self->t0 = now;
     self->in_step = 1;
     if (self->measured) {
@@ -265,18 +272,9 @@ static PyObject *rec_step_begin(Record *self, PyObject *thread_obj)
 static PyObject *rec_step_end(Record *self, PyObject *unused)
 {
     long long now = self->last_w = perf_ns();
-    long long c;
-    if (recent.thread == self->thread_v && now - recent.wall < REUSE_NS) {
-        c = recent.cpu + (now - recent.wall);
-    }
-    else {
-        c = thread_cpu_ns();
-        recent.thread = self->thread_v;
-        recent.wall = now;
-        recent.cpu = c;
-    }
-    self->last_c = c;
+    long long c = self->last_c = cpu_reading(self->thread_v, now, 1);
     long long used = c - self->step_c;
+    if (used > now - self->step_w) used = now - self->step_w; /* no more than the wall time */
     if (used > 0) self->cpu += used;
     self->in_step = 0;
     if (self->measured && stacks != NULL) {

@@ -44,12 +44,13 @@ equal fingerprints even when they differ beyond the bounds.
 
 from __future__ import annotations
 
-import os
 import struct
 from collections import deque
 from collections.abc import Sequence
 from hashlib import blake2b
 from typing import Any, Final
+
+from tracelens_instrumentation import _native
 
 DIGEST_SIZE: Final = 16  # bytes of args_hash / result_hash (32 hex digits)
 FP_SIZE: Final = 8  # bytes of one entry of arg_fps / result_fps (16 hex digits)
@@ -629,7 +630,7 @@ py_result_fingerprint = result_fingerprint
 
 
 def _load_native() -> Any:
-    if os.environ.get("TRACELENS_NO_NATIVE", "") not in ("", "0"):
+    if not _native.allowed():
         return None
     try:
         from tracelens_instrumentation import _speedups  # type: ignore[attr-defined]

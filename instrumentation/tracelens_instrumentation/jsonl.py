@@ -83,6 +83,10 @@ def _flags(context: SpanContext | None, trace_flags: int) -> int:
     return flags
 
 
+def _trace_state(ctx: SpanContext) -> str:
+    return ",".join(f"{k}={v}" for k, v in ctx.trace_state.items())
+
+
 def _put(out: dict[str, Any], key: str, value: Any) -> None:
     """Sets ``key`` unless ``value`` is the proto3 default (omitted in OTLP/JSON)."""
     if value:
@@ -94,7 +98,7 @@ def encode_span(span: ReadableSpan) -> dict[str, Any]:
     assert ctx is not None
     out: dict[str, Any] = {"traceId": f"{ctx.trace_id:032x}", "spanId": f"{ctx.span_id:016x}"}
     if ctx.trace_state:
-        out["traceState"] = ",".join(f"{k}={v}" for k, v in ctx.trace_state.items())
+        out["traceState"] = _trace_state(ctx)
     if span.parent is not None:
         out["parentSpanId"] = f"{span.parent.span_id:016x}"
     out["flags"] = _flags(span.parent, int(ctx.trace_flags))
@@ -126,7 +130,7 @@ def _link(link: Any) -> dict[str, Any]:
     ctx = link.context
     out: dict[str, Any] = {"traceId": f"{ctx.trace_id:032x}", "spanId": f"{ctx.span_id:016x}"}
     if ctx.trace_state:
-        out["traceState"] = ",".join(f"{k}={v}" for k, v in ctx.trace_state.items())
+        out["traceState"] = _trace_state(ctx)
     _put(out, "attributes", key_values(link.attributes))
     _put(out, "droppedAttributesCount", getattr(link, "dropped_attributes", 0))
     out["flags"] = _flags(ctx, int(ctx.trace_flags))
@@ -224,7 +228,7 @@ def span_json(span: ReadableSpan) -> str:
     parts.append(format(ctx.span_id, "016x"))
     if ctx.trace_state:
         parts.append('","traceState":')
-        parts.append(_json_str(",".join(f"{k}={v}" for k, v in ctx.trace_state.items())))
+        parts.append(_json_str(_trace_state(ctx)))
     else:
         parts.append('"')
     parent = span.parent

@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
+from tracelens_instrumentation import _native
 from tracelens_instrumentation import attributes as attrs
 
 perf = time.perf_counter_ns
@@ -145,16 +146,18 @@ class Record:
         self.native = getattr(_local, "tid", 0) or native_id()
         self.step_no = step_no = self.step_no + 1
         # The thread's CPU clock is a system call (about as costly as the rest of a step's
-        # bookkeeping), so a real reading this thread took within REUSE_NS is carried forward
-        # instead, as if the thread ran on the CPU since: an upper bound of the truth by less than
-        # REUSE_NS.  Both ends of a step do this (see ``step_end``), so a step's CPU time is
-        # within REUSE_NS of the truth either way, and a step shorter than REUSE_NS costs at most
-        # one clock read.  Traced calls come in bursts (a parent and its children, a loop), so
-        # many steps reuse the reading of the step before.
+        # bookkeeping), so a real reading this thread took within REUSE_NS is reused instead.
+        # Here it is taken as it is (as if the thread was off the CPU since: at most the truth);
+        # at the end of the step it is carried forward (as if the thread stayed on the CPU: at
+        # least the truth, see ``step_end``).  So a step's CPU time can only come out long, by
+        # less than REUSE_NS, and is capped at the step's wall time: a short computing step never
+        # reads as waiting.  A step shorter than REUSE_NS costs at most one clock read, and
+        # traced calls come in bursts (a parent and its children, a loop): many steps reuse the
+        # reading of the step before.
         self.step_w = now = perf()
         recent = _recent[0]
         if recent[0] == thread and now - recent[1] < REUSE_NS:
-            self.step_c = recent[2] + (now - recent[1])
+            self.step_c = recent[2]
         else:
             self.step_c = c = thread_cpu()
             _recent[0] = (thread, now, c)
@@ -177,7 +180,9 @@ class Record:
             _recent[0] = (self.thread, now, c)
         self.last_c = c
         used = c - self.step_c
-        if used > 0:  # (not when the reading carried forward was later than the truth)
+        if used > now - self.step_w:  # (a reading carried forward): no more than the wall time
+            used = now - self.step_w
+        if used > 0:
             self.cpu += used
         self.in_step = False
         if self.measured:
@@ -317,7 +322,7 @@ _wake: list[Callable[[], None]] = [_noop]
 
 def _load_native() -> Any:
     """The compiled ``Record`` (Linux, when built), wired to this module's shared state."""
-    if os.environ.get("TRACELENS_NO_NATIVE", "") not in ("", "0"):
+    if not _native.allowed():
         return None
     try:
         from tracelens_instrumentation import _record  # type: ignore[attr-defined]
