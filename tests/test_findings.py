@@ -48,7 +48,7 @@ def test_hotrod_sequential_getdriver_calls_are_parallelizable() -> None:
     assert 120 < f["saving_ms"]["p50"] < 205
     assert f["projected_latency_ms"]["p50"] == pytest.approx(702.608 - f["saving_ms"]["p50"], 1e-3)
     assert f["example_projected_latency_ms"] == pytest.approx(f["projected_latency_ms"]["p50"])
-    assert f["confidence"] in ("medium", "high") and "loop" in f["evidence"]
+    assert f["confidence"] in ("medium", "high") and "loop" in f["explanation"]
 
 
 def test_hotrod_getdriver_after_an_error_is_a_retry_not_cacheable() -> None:
@@ -72,7 +72,7 @@ def test_genai_repeated_tool_calls_are_cacheable() -> None:
     for tool in ("execute_tool list_dashboards", "execute_tool search_traces"):
         assert tool in cache
         assert cache[tool]["occurrences"] == 2  # three calls, the first one stays
-        assert "gen_ai.tool.call.arguments" in cache[tool]["evidence"]
+        assert "gen_ai.tool.call.arguments" in cache[tool]["explanation"]
         assert cache[tool]["identical_results"] is True  # gen_ai.tool.call.result agrees
         assert cache[tool]["suggested_ttl_s"] >= 1
     assert not of_type(found, "parallelizable")
@@ -104,7 +104,7 @@ def test_findings_follow_the_json_contract_and_are_ordered() -> None:
         } <= set(f)
         assert f["confidence"] in ("low", "medium", "high")
         assert set(f["saving_ms"]) == {"p50", "p95"}
-        assert f["evidence"]
+        assert f["explanation"]
     text = analysis.to_text()
     assert "Findings" in text and "GetDriver" in text
 
@@ -162,7 +162,7 @@ def test_fingerprints_keep_a_consumer_after_its_producer() -> None:
     par = of_type(findings_of(make_spans(rows)), "parallelizable")
     assert [f["names"] for f in par] == [["fetch", "weather"]]
     assert par[0]["confidence"] == "high"
-    assert "fingerprints" in par[0]["evidence"]
+    assert "fingerprints_complete" in [e["code"] for e in par[0]["evidence"]]
     assert par[0]["saving_ms"]["p50"] == pytest.approx(100, abs=0.01)
 
 
@@ -174,7 +174,7 @@ def test_different_operations_without_fingerprints_need_evidence_from_other_trac
     other = agent_trace(1, [("a", 0, 100, {}), ("b", 20, 70, {})])
     par = of_type(findings_of(make_spans(alone + other)), "parallelizable")
     assert [f["names"] for f in par] == [["a", "b"]]
-    assert "overlapped or ran in another order in 1 of 2" in par[0]["evidence"]
+    assert "overlapped or ran in another order in 1 of 2" in par[0]["explanation"]
     assert par[0]["traces"] == 1 and par[0]["saving_ms"]["p50"] == pytest.approx(50, abs=0.01)
 
 
@@ -232,9 +232,9 @@ def test_state_changing_calls_are_never_cacheable() -> None:
     found = findings_of(make_spans(agent_trace(0, hops)))
     assert not of_type(found, "cacheable")
     writes = {f["names"][0]: f for f in of_type(found, "repeated_write")}
-    assert "its name says 'update'" in writes["update_profile"]["evidence"]
-    assert "SQL DELETE changes state" in writes["SQL"]["evidence"]
-    assert "its name says 'send'" in writes["sendEmail"]["evidence"]
+    assert "its name says 'update'" in writes["update_profile"]["explanation"]
+    assert "SQL DELETE changes state" in writes["SQL"]["explanation"]
+    assert "its name says 'send'" in writes["sendEmail"]["explanation"]
     assert "HTTP POST" not in writes  # a POST's arguments are in its body: unknown here
 
 
@@ -257,6 +257,9 @@ def test_reads_repeated_across_traces_are_cacheable_with_a_ttl_from_the_gaps() -
 
 
 def test_a_changed_result_is_not_counted_as_a_cache_hit() -> None:
+    # A request every 30 s; the result changed between the second and the third.  Only a TTL
+    # under 30 s never serves a wrong answer, and under it none of these repeats is a hit: no
+    # finding (it used to count two, 30 s apart, as hits of a TTL shorter than that).
     rows = []
     for t in range(4):
         out = "cfg-old" if t < 2 else "cfg-new"
@@ -265,12 +268,35 @@ def test_a_changed_result_is_not_counted_as_a_cache_hit() -> None:
             r["start"] += t * 30_000 * MS
             r["end"] += t * 30_000 * MS
         rows += trace
+    assert not of_type(findings_of(make_spans(rows)), "cacheable")
+
+
+def test_changed_results_bound_the_ttl_and_only_repeats_within_it_count() -> None:
+    # Each request reads the config twice, 1 s apart; the config changed between requests 1
+    # and 2 (30 s apart).  A TTL under 30 s serves the second read of each request: 4 hits, 40 ms
+    # each, and results are not identical overall.
+    rows = []
+    for t in range(4):
+        out = fp("cfg-old" if t < 2 else "cfg-new")
+        trace = agent_trace(
+            t,
+            [
+                ("get_config", 0, 40, instrumented("v1", fp("v1"), out)),
+                ("get_config", 1040, 1080, instrumented("v1", fp("v1"), out)),
+            ],
+        )
+        for r in trace:
+            r["start"] += t * 30_000 * MS
+            r["end"] += t * 30_000 * MS
+        rows += trace
     f = of_type(findings_of(make_spans(rows)), "cacheable")[0]
-    assert f["occurrences"] == 2  # t=1 and t=3; t=2 got a new result
-    assert f["identical_results"] is True  # of those counted
+    assert f["occurrences"] == 4
+    assert f["identical_results"] is False
     assert f["changed_results"] == 1
-    assert "differed from the previous call" in f["evidence"]
-    assert f["suggested_ttl_s"] < 30
+    assert 1 <= f["suggested_ttl_s"] < 30
+    assert f["confidence"] == "medium"
+    codes = [e["code"] for e in f["evidence"]]
+    assert "results_changed" in codes and "ttl_bounded" in codes
 
 
 def test_a_failed_call_repeated_is_a_retry_and_not_cacheable() -> None:
@@ -366,7 +392,7 @@ def test_only_the_most_promising_candidates_of_a_type_are_replayed() -> None:
 
 def test_an_n_plus_one_also_parallelizable_says_so() -> None:
     n1 = of_type(findings_of(HOTROD), "n_plus_one")[0]
-    assert "also reported as parallelizable" in n1["evidence"]
+    assert "also reported as parallelizable" in n1["explanation"]
 
 
 def test_a_very_deep_trace_is_handled_without_recursion() -> None:

@@ -53,8 +53,23 @@ def test_the_hop_after_a_group_waits_for_the_slowest_member() -> None:
     rows[1]["end"] = 40 * MS  # fetch_a 30 ms, then fetch_b 100 ms (starting at 110)
     ta, tl = timeline(rows)
     got = replay(tl, Change.of(groups=[[row_of(ta, 1), row_of(ta, 2)]])).latency[0]
-    # fetch_b now starts at 10 ms (with fetch_a) and ends at 110; answer follows 5 ms later.
-    assert got == pytest.approx(130 * MS)
+    # The 70 ms between fetch_a's end and fetch_b's start is the agent's own time: it stays,
+    # before the group.  So both start at 80 ms; fetch_b (100 ms) ends at 180, answer follows
+    # 5 ms later (185-195) and the agent's 5 ms tail: 200 ms.
+    assert got == pytest.approx(200 * MS)
+
+
+def test_the_parent_work_between_moved_hops_is_kept() -> None:
+    # The case: a parent computes for 50 ms between two 50 ms hops.  Running the hops
+    # together can save one hop (50 ms), never the parent's work as well (100 ms).
+    rows = [
+        {"id": 0, "start": 0, "end": 150 * MS, "name": "agent"},
+        {"id": 1, "parent": 0, "start": 0, "end": 50 * MS, "name": "fetch_a"},
+        {"id": 2, "parent": 0, "start": 100 * MS, "end": 150 * MS, "name": "fetch_b"},
+    ]
+    ta, tl = timeline(rows)
+    got = replay(tl, Change.of(groups=[[row_of(ta, 1), row_of(ta, 2)]])).latency[0]
+    assert got == pytest.approx(100 * MS)
 
 
 def test_a_retry_inside_a_group_still_follows_its_failed_attempt() -> None:

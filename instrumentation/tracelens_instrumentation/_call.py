@@ -45,6 +45,7 @@ ERROR_TYPE: Final = attrs.ERROR_TYPE
 ARG_FPS: Final = attrs.ARG_FPS
 small_args_hash = fingerprint.small_args_hash
 args_fingerprint = fingerprint.args_fingerprint
+MIN_TEXT: Final = fingerprint.MIN_TEXT
 set_span_in_context = otel_trace.set_span_in_context
 perf = measure.perf
 records = measure.records
@@ -348,7 +349,10 @@ def _record_error(span: Any, values: dict[str, Any], exc: BaseException) -> None
 
 def result_of(value: Any) -> tuple[str, tuple[str, ...]] | None:
     try:
-        return fingerprint.result_fingerprint(value)
+        got: tuple[str, tuple[str, ...]] = fingerprint.result_fingerprint(value)
+        if type(value) is str and len(value) >= MIN_TEXT:
+            return got[0], fingerprint.text_fps(value, got[1])
+        return got
     except Exception:
         _runtime.complain("result", "tracelens: fingerprinting a result failed")
         return None

@@ -20,8 +20,8 @@
 #define DIGEST_SIZE 16
 #define FP_SIZE 8
 #define MAX_BYTES 16384
-#define MIN_FP_STR 8
-#define MIN_FP_INT (1LL << 20)
+#define MIN_FP_STR 1 /* see fingerprint.py: only "" is too common to link */
+#define MIN_FP_INT 2 /* only -1, 0, 1 are too common to link */
 #define INLINE_MAX 15
 #define INT_LIMIT (1LL << 62) /* ints at or beyond this magnitude: Python's encoder */
 
@@ -628,7 +628,7 @@ static PyObject *sp_result_fingerprint(PyObject *self, PyObject *value)
         if (v == -1 && PyErr_Occurred()) return NULL;
         if (!overflow && v >= SMALL_LO && v <= SMALL_HI) {
             Py_ssize_t n = enc_int(v, enc);
-            return pair(cached_hex(&small_hex[v - SMALL_LO], enc, n), 0);
+            return pair(cached_hex(&small_hex[v - SMALL_LO], enc, n), v >= MIN_FP_INT || v <= -MIN_FP_INT);
         }
         if (!overflow && v < INT_LIMIT && v > -INT_LIMIT) {
             Py_ssize_t n = enc_int(v, enc);

@@ -44,6 +44,8 @@ equal fingerprints even when they differ beyond the bounds.
 
 from __future__ import annotations
 
+import json
+import re
 import struct
 from collections import deque
 from collections.abc import Sequence
@@ -59,8 +61,11 @@ MAX_VECTOR: Final = 16384  # floats of a numeric vector (an embedding), hashed i
 MAX_DEPTH: Final = 12
 MAX_BYTES: Final = 16384
 MAX_FPS: Final = 16
-MIN_FP_STR: Final = 8  # shorter strings are too common ("ok", "en") to say anything about flow
-MIN_FP_INT: Final = 1 << 20  # small ints (counts, flags) likewise; ids are usually larger
+# The values too common to say anything about data flow (docs/verdicts.md, "Trivial values"):
+# None, booleans, "", -1, 0 and 1.  Every other int and string is fingerprinted, small ids and
+# short keys included: a lookup that returns id 7 which the next hop takes is a data flow.
+MIN_FP_STR: Final = 1
+MIN_FP_INT: Final = 2
 _INLINE: Final = 15  # encodings up to this long are referenced inline, not by digest
 _SAMPLES: Final = 16
 _SAMPLE_LEN: Final = 64
@@ -340,6 +345,8 @@ def _safe_qualname(value: Any) -> str:
 
 def _leaf_ref(leaf: Leaf, depth: int, parts: list[tuple[int, bytes]]) -> bytes:
     enc, candidate = leaf
+    if enc[:1] in _UNSEEN_TAGS:
+        parts.append((depth, OPAQUE_DIGEST))
     if not candidate and len(enc) <= _INLINE:
         return bytes((len(enc),)) + enc
     digest = _digest(enc)
@@ -354,6 +361,8 @@ def _fingerprint(value: Any) -> Fingerprint:
     top = _open(value, 0, budget)
     if not isinstance(top, _Frame):
         digest = _digest(top[0])
+        if top[0][:1] in _UNSEEN_TAGS:
+            return Fingerprint(digest, [(0, OPAQUE_DIGEST)])
         return Fingerprint(digest, [(0, digest)] if top[1] else [])
     stack = [top]
     while True:
@@ -389,6 +398,61 @@ def _fingerprint(value: Any) -> Fingerprint:
 
 def short(digest: bytes) -> str:
     return digest[:FP_SIZE].hex()
+
+
+# Two marker entries of the ``*_fps`` lists (docs/attributes.md).  ``OPAQUE_FP``: a value whose
+# content was not fingerprinted (a client, a socket, a value nested deeper than ``MAX_DEPTH``),
+# so the list does not cover every argument.  ``TEXT_FP``: the result is free text, which a
+# later hop may take in transformed form (a phrase out of it) that no fingerprint shows.
+_UNSEEN_TAGS: Final = (b"x", b"D")
+OPAQUE_DIGEST: Final = _digest(b"tracelens:opaque")
+OPAQUE_FP: Final = short(OPAQUE_DIGEST)
+TEXT_FP: Final = short(_digest(b"tracelens:text"))
+MIN_TEXT: Final = 3  # string results this long or longer also get their tokens' fingerprints
+MAX_TEXT_FPS: Final = 48  # token and JSON-field fingerprints of one string result
+MAX_JSON: Final = 1 << 16  # string results up to this long are tried as JSON
+_TOKEN_RE: Final = re.compile(r"[^\s\"'`()\[\]{}<>,;|=]+")
+_TOKEN_STRIP: Final = ".:!?*#"
+
+
+def text_fps(value: str, fps: tuple[str, ...]) -> tuple[str, ...]:
+    """``fps`` of a string result plus the fingerprints of what a later hop may take out of it:
+    the fields of a JSON document, else its tokens (words, ids, paths, URLs), each fingerprinted
+    as the string it is; and ``TEXT_FP`` when it is free text of several tokens.  Bounded:
+    ``MAX_TEXT_FPS`` entries, JSON up to ``MAX_JSON`` characters."""
+    out = list(fps)
+    seen = set(out)
+    head = value[:1] if value[:1] not in " \t\r\n" else value.lstrip()[:1]
+    if head in ("{", "[") and len(value) <= MAX_JSON:
+        try:
+            doc = json.loads(value)
+        except (ValueError, RecursionError):
+            doc = None
+        if isinstance(doc, (dict, list)):
+            for fp in collect_fps([fingerprint(doc).parts], MAX_TEXT_FPS):
+                if fp not in seen:
+                    seen.add(fp)
+                    out.append(fp)
+            return tuple(out)
+    tokens = _TOKEN_RE.findall(value[:MAX_BYTES])
+    if len(tokens) > 1 or len(value) > MAX_BYTES:
+        out.append(TEXT_FP)
+    added = 0
+    for token in tokens:
+        token = token.strip(_TOKEN_STRIP)
+        if not token or token == value:
+            continue
+        found = [short(_digest(b"s" + token.encode("utf-8", "surrogatepass")))]
+        if token.isdigit() and len(token) <= 18:  # "user 42" feeds f(42) as well as f("42")
+            found.append(short(_digest(_enc_int(int(token)))))
+        for fp in found:
+            if fp not in seen:
+                seen.add(fp)
+                out.append(fp)
+                added += 1
+        if added >= MAX_TEXT_FPS:
+            break
+    return tuple(out)
 
 
 def collect_fps(parts: Sequence[list[tuple[int, bytes]]], limit: int = MAX_FPS) -> list[str]:
@@ -430,7 +494,7 @@ def _small_int_ref(value: int) -> bytes:
     return bytes((len(enc),)) + enc
 
 
-_SMALL_INT_REFS: Final = {i: _small_int_ref(i) for i in range(-256, 1025)}
+_SMALL_INT_REFS: Final = {i: _small_int_ref(i) for i in range(1 - MIN_FP_INT, MIN_FP_INT)}
 _NONE_REF: Final = b"\x01n"
 _MAX_INT_BITS: Final = 8 * MAX_BYTES
 _STR_TAGS: Final = [bytes((n + 1,)) + b"s" for n in range(MIN_FP_STR)]
@@ -525,7 +589,7 @@ def _scalar_hex(value: Any) -> str:
 # costs a third of what the whole result fingerprint may add to a traced call.
 _SMALL_RESULTS: Final = {
     (typ, v): _scalar_hex(v)
-    for typ, values in ((int, range(-256, 1025)), (bool, (False, True)))
+    for typ, values in ((int, range(1 - MIN_FP_INT, MIN_FP_INT)), (bool, (False, True)))
     for v in values
 }
 _SHORT_STR_HEX: dict[str, str] = {}  # short ASCII results seen, bounded by MEMO_MAX

@@ -66,26 +66,36 @@ def _seconds(key: str) -> pl.Expr:
     return _attr(key).cast(pl.Float64, strict=False)
 
 
-def inferred_kind() -> pl.Expr:
-    """The attributes.md inference table as one vectorised expression."""
+def model_call() -> pl.Expr:
+    """Whether a span is a call to a model: the one rule for the whole code base (kinds call its
+    time ``gpu``; the findings treat its output as what may feed every later hop).
+
+    The spec's operation names, OpenInference's LLM kinds, vLLM's ``llm_request``, and beyond
+    them a span that reports model token usage for itself (any-agent's "call_llm", LiteLLM, ...)
+    unless it is an agent or a tool step that merely sums its children's usage.
+    """
     op = _attr(a.GEN_AI_OPERATION_NAME)
     oi = _attr(a.OPENINFERENCE_SPAN_KIND).str.to_uppercase()
-    span_kind = pl.col("span_kind")
     is_vllm = (pl.col("name") == _VLLM_REQUEST) & _has(a.GEN_AI_LATENCY_TIME_IN_QUEUE)
-    # Beyond the spec's operation names: a span that reports model token usage for itself
-    # (any-agent's "call_llm", LiteLLM, ...) is a model call, unless it is an agent or a tool
-    # step that merely sums its children's usage.
     usage = _has(
         a.GEN_AI_USAGE_INPUT_TOKENS,
         a.GEN_AI_USAGE_OUTPUT_TOKENS,
         a.GEN_AI_USAGE_PROMPT_TOKENS,
         a.GEN_AI_USAGE_COMPLETION_TOKENS,
     ) & ~op.fill_null("").is_in(["invoke_agent", "create_agent", "execute_tool"])
-    model = (
-        op.is_in(sorted(a.GEN_AI_MODEL_OPERATIONS))
-        | oi.is_in(sorted(a.OPENINFERENCE_MODEL_KINDS))
+    return (
+        is_vllm
+        | op.is_in(sorted(a.GEN_AI_MODEL_OPERATIONS)).fill_null(False)
+        | oi.is_in(sorted(a.OPENINFERENCE_MODEL_KINDS)).fill_null(False)
         | usage
     )
+
+
+def inferred_kind() -> pl.Expr:
+    """The attributes.md inference table as one vectorised expression."""
+    span_kind = pl.col("span_kind")
+    oi = _attr(a.OPENINFERENCE_SPAN_KIND).str.to_uppercase()
+    model = model_call()
     http_client = _has(a.HTTP_REQUEST_METHOD, a.HTTP_METHOD) & (span_kind == "client")
     # A SERVER or CONSUMER span of an RPC or a message is the receiver's own work, not IO.
     receiving = span_kind.is_in(["server", "consumer"])
@@ -98,7 +108,7 @@ def inferred_kind() -> pl.Expr:
     )
     wait = pl.col("name").str.contains(_WAIT_NAME)
     return (
-        pl.when(is_vllm | model)
+        pl.when(model)
         .then(pl.lit(a.GPU))
         .when(io)
         .then(pl.lit(a.IO))
@@ -124,6 +134,7 @@ def resolve_kinds(spans: pl.DataFrame, parent: pl.Series) -> pl.DataFrame:
         .otherwise(pl.lit("inferred"))
         .alias("kind_source"),
         parent.alias("_parent"),
+        model_call().alias("model_call"),
     )
     df = _with_self_time(lazy.collect())
     temporary = [c for c in df.columns if c.startswith(_TMP)]

@@ -125,8 +125,8 @@ def _finding_lines(f: dict[str, Any]) -> list[str]:
             extra.append(f"suggested TTL {f['suggested_ttl_s']:g} s")
         if extra:
             lines.append("    " + "; ".join(extra))
-    if f.get("evidence"):
-        lines.append(f"    {f['evidence']}")
+    if f.get("explanation"):
+        lines.append(f"    {f['explanation']}")
     return lines
 
 

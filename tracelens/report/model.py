@@ -243,6 +243,7 @@ _KNOWN_KEYS = {
     "saving_ms",
     "projected_latency_ms",
     "evidence",
+    "explanation",
 }
 
 
@@ -278,9 +279,24 @@ def finding_view(f: dict[str, Any]) -> dict[str, Any]:
         "projected_p95": _num(projected.get("p95")),
         "traces": f.get("traces"),
         "occurrences": f.get("occurrences"),
-        "evidence": f.get("evidence"),
+        "explanation": _explanation(f),
+        "confidence": f.get("confidence"),
         "extra": extra,
     }
+
+
+def _explanation(f: dict[str, Any]) -> str | None:
+    """The finding's reasons in words: ``explanation``, else the details of its ``evidence``."""
+    text = f.get("explanation")
+    if isinstance(text, str):
+        return text
+    ev = f.get("evidence")
+    if isinstance(ev, str):  # documents written before evidence became a list
+        return ev
+    if isinstance(ev, list):
+        parts = [str(e.get("detail", "")) if isinstance(e, dict) else str(e) for e in ev]
+        return "; ".join(p for p in parts if p) or None
+    return None
 
 
 def _mapping(v: Any) -> dict[str, Any]:

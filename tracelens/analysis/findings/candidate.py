@@ -21,6 +21,15 @@ def count(n: int, word: str) -> str:
     return f"{n:,} {word}" if n == 1 else f"{n:,} {word}s"
 
 
+@dataclass(frozen=True)
+class Evidence:
+    """One reason behind a verdict: a stable machine-readable ``code`` (docs/analysis-json.md
+    lists them) and the sentence a person reads."""
+
+    code: str
+    detail: str
+
+
 @dataclass
 class Candidate:
     """One finding before its replay: ``change`` is the remedy applied to every affected trace."""
@@ -31,7 +40,7 @@ class Candidate:
     change: Change
     traces: np.ndarray  # trace numbers the pattern occurs in
     confidence: str
-    evidence: list[str]
+    evidence: list[Evidence]
     occurrences: int
     parent: str | None = None
     parent_service: str | None = None

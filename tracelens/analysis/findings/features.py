@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 from tracelens_instrumentation import attributes as a
+from tracelens_instrumentation.fingerprint import MAX_FPS, OPAQUE_FP, TEXT_FP
 
 DB_OPERATION_NAME = a.DB_OPERATION_NAME
 DB_OPERATION = a.DB_OPERATION
@@ -35,10 +36,6 @@ GEN_AI_TOOL_CALL_RESULT = a.GEN_AI_TOOL_CALL_RESULT
 GEN_AI_OUTPUT_MESSAGES = a.GEN_AI_OUTPUT_MESSAGES
 _RESULT_KEYS = (GEN_AI_TOOL_CALL_RESULT, GEN_AI_OUTPUT_MESSAGES)
 
-# Operation names whose calls go to a model: their input is the conversation so far and their
-# output decides what runs next, so without fingerprints they order everything around them.
-MODEL_OPERATIONS = (*sorted(a.GEN_AI_MODEL_OPERATIONS - {"embeddings"}), "call_llm")
-_NOT_MODEL = ("embeddings", "execute_tool", "invoke_agent", "create_agent", "retrieval")
 
 _NOISE_KEYS = (
     r"^(http\.|url\.(scheme|path|template)$|network\.|net\.|server\.|client\.|user_agent\."
@@ -65,6 +62,40 @@ _WRITE_VERBS = (
     "|modify|mutate|mutation|register|pay|charge|purchase|cancel|transfer|email|notify|upload"
     "|deploy|increment|incr|decrement|decr|push|enqueue|lpush|rpush|hset|hdel|expire|store"
     "|persist|approve|reject|rename|move|grant|revoke|reset|clear|flush|purge|add"
+    # Shell, exec and code-running tools: what they change is the file system and the world.
+    "|exec|shell|bash|sh|zsh|terminal|subprocess|run|interpreter|repl|apply|checkout|install"
+    "|uninstall|migrate|git|npm|pip|make|kubectl|docker"
+)
+# Verbs that say a call only reads (the shared-resource rule trusts these, nothing less).
+_READ_VERBS = (
+    "get|gets|fetch|fetches|read|reads|list|lists|search|searches|query|lookup|find|load|loads"
+    "|describe|retrieve|retrieves|show|count|view|select|scan|head|stat|exists|peek|browse"
+    "|resolve|download|similarity|embed|embedding|embeddings|rank|rerank|recall|check|inspect"
+)
+# SQL that is different on every call: never a cache candidate, and it changes state.
+_VOLATILE_SQL = (
+    r"(?i)\b(nextval|setval|currval|lastval|now|random|rand|uuid_generate_v\d|gen_random_uuid"
+    r"|newid|sysdate|sysdatetime|getdate|current_timestamp|current_date|current_time"
+    r"|clock_timestamp|statement_timestamp|localtimestamp|txid_current|last_insert_id"
+    r"|uuid)\b\s*(\(|$|[\s,;)])"
+)
+# Arguments that page through a result: each call takes what the previous one returned.
+_PAGED = (
+    r"(?i)(^|[?&\s\"'{,._])(cursor|page_?token|next_?token|next_?page|next|offset|after"
+    r"|starting_after|continuation(_?token)?|page|marker|since_id|max_id|skip)"
+    r"(\"|')?\s*[=:]"
+)
+_SQL_PAGED = r"(?i)\boffset\s+\d+|\bwhere\b.*\b(id|cursor|created_at)\s*>\s*"
+# Who is asking: a cached answer for one caller is not an answer for another.
+IDENTITY_KEYS = (
+    "enduser.id",
+    "user.id",
+    "session.id",
+    "gen_ai.conversation.id",
+    "http.request.header.authorization",
+    "http.request.header.x-api-key",
+    "api_key",
+    "api_key_fingerprint",
 )
 _READ_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 _READ_SQL = ("SELECT", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "WITH", "VALUES", "SEARCH")
@@ -79,6 +110,7 @@ _READ_KEYS = (
     *_METHOD_KEYS,
     *_DB_OP_KEYS,
     a.GEN_AI_TOOL_CALL_ARGUMENTS,
+    a.GEN_AI_TOOL_NAME,
     a.GEN_AI_OPERATION_NAME,
     a.GEN_AI_REQUEST_MODEL,
     a.OPENINFERENCE_SPAN_KIND,
@@ -106,6 +138,11 @@ class Features:
     error: np.ndarray
     write: np.ndarray  # index into write_reasons, -1 when the call reads only
     write_reasons: list[str]
+    read_only: np.ndarray  # known to only read (HTTP GET, SELECT, a reading verb)
+    paged: np.ndarray  # pages through a listing (cursor, page token, offset)
+    identity: np.ndarray  # uint64 hash of the caller's identity, 0 when none was recorded
+    covered: np.ndarray  # every argument fingerprinted (tracelens spans; no opaque, no cut-off)
+    text_result: np.ndarray  # the result is free text (or not recorded): may flow transformed
 
 
 class _Attrs:
@@ -219,6 +256,10 @@ def _own_keys(attrs: _Attrs, spans: pl.DataFrame) -> tuple[np.ndarray, np.ndarra
 
 _PARAMETERISED_RE = re.compile(_PARAMETERISED)
 _WORDS_RE = re.compile(rf"(^|[^a-z])({_WRITE_VERBS})([^a-z]|$)")
+_READ_WORDS_RE = re.compile(rf"(^|[^a-z])({_READ_VERBS})([^a-z]|$)")
+_VOLATILE_RE = re.compile(_VOLATILE_SQL)
+_PAGED_RE = re.compile(_PAGED)
+_SQL_PAGED_RE = re.compile(_SQL_PAGED)
 _CAMEL_RE = re.compile(r"([a-z0-9])([A-Z])")
 _SQL_VERB_RE = re.compile(r"^\(?\s*([A-Za-z]+)")
 
@@ -226,6 +267,17 @@ _SQL_VERB_RE = re.compile(r"^\(?\s*([A-Za-z]+)")
 def _name_reason(name: str) -> str | None:
     m = _WORDS_RE.search(_CAMEL_RE.sub(r"\1 \2", name).lower())
     return f"its name says '{m.group(2)}'" if m else None
+
+
+def _tool_reason(tool: str) -> str | None:
+    m = _WORDS_RE.search(_CAMEL_RE.sub(r"\1 \2", tool).lower())
+    return f"tool '{tool}' runs commands or changes state ('{m.group(2)}')" if m else None
+
+
+def _is_read_name(name: str) -> bool:
+    words = _CAMEL_RE.sub(r"\1 \2", name).lower()
+    m = _READ_WORDS_RE.search(words)
+    return m is not None and _WORDS_RE.search(words) is None
 
 
 def _method_reason(method: str) -> str | None:
@@ -236,6 +288,9 @@ def _method_reason(method: str) -> str | None:
 def _sql_reason(text: str) -> str | None:
     m = _SQL_VERB_RE.match(text.strip())
     verb = m.group(1).upper() if m else ""
+    v = _VOLATILE_RE.search(text)
+    if v:
+        return f"SQL {v.group(1).lower()}() gives a new value on every call (volatile)"
     return None if not verb or verb in _READ_SQL else f"SQL {verb} changes state"
 
 
@@ -274,26 +329,75 @@ def _write_reasons(attrs: _Attrs, names: pl.Series) -> tuple[np.ndarray, list[st
         judged = _by_value(got["value"], fn)
         hit = judged.is_not_null().to_numpy()
         put(got["_i"].to_numpy()[hit], judged.filter(pl.Series(hit)))
+    tools = attrs.first((a.GEN_AI_TOOL_NAME,))
+    judged = _by_value(tools["value"], _tool_reason)
+    hit = judged.is_not_null().to_numpy()
+    put(tools["_i"].to_numpy()[hit], judged.filter(pl.Series(hit)))
     by_name = _by_value(names, _name_reason)
     hit = by_name.is_not_null().to_numpy()
     put(np.flatnonzero(hit), by_name.filter(pl.Series(hit)))
     return reason, texts
 
 
-def _model_calls(attrs: _Attrs) -> np.ndarray:
-    """Calls to a model: their input is the conversation so far, their output steers the rest."""
+def _read_only(attrs: _Attrs, names: pl.Series, write: np.ndarray) -> np.ndarray:
+    """Calls known to only read: an HTTP read method, a read SQL verb, or a name whose verb
+    says so (get, fetch, search, ...) and no writing verb.  Anything else may change what it
+    touches, so a later hop that takes the same resource waits for it."""
     n = attrs.n
     out = np.zeros(n, dtype=bool)
-    not_model = np.zeros(n, dtype=bool)
-    ops = attrs.first((a.GEN_AI_OPERATION_NAME,))
-    rows = ops["_i"].to_numpy()
-    out[rows[ops["value"].is_in(list(MODEL_OPERATIONS)).to_numpy()]] = True
-    not_model[rows[ops["value"].is_in(list(_NOT_MODEL)).to_numpy()]] = True
-    model = attrs.first((a.GEN_AI_REQUEST_MODEL,))["_i"].to_numpy()
-    out[model[~not_model[model]]] = True
-    oi = attrs.first((a.OPENINFERENCE_SPAN_KIND,))
-    out[oi["_i"].to_numpy()[(oi["value"].str.to_uppercase() == "LLM").to_numpy()]] = True
+    method = attrs.first(_METHOD_KEYS)
+    m = method["value"].str.to_uppercase().is_in(list(_READ_METHODS)).to_numpy()
+    out[method["_i"].to_numpy()[m]] = True
+    sql = attrs.first(_SQL_KEYS)
+    verb = sql["value"].str.strip_chars().str.extract(r"^\(?\s*([A-Za-z]+)", 1).str.to_uppercase()
+    out[sql["_i"].to_numpy()[verb.is_in(list(_READ_SQL)).fill_null(False).to_numpy()]] = True
+    out |= _by_value(names, _is_read_name).fill_null(False).to_numpy()
+    return out & (write < 0)
+
+
+def _paged(attrs: _Attrs) -> np.ndarray:
+    """Calls that page through a listing: a cursor, page token, offset, ... among the arguments
+    (URL query, tool arguments, attribute names), or SQL with OFFSET / keyset conditions."""
+    out = np.zeros(attrs.n, dtype=bool)
+    for keys, rx in (
+        (_URL_KEYS, _PAGED_RE),
+        ((a.GEN_AI_TOOL_CALL_ARGUMENTS,), _PAGED_RE),
+        (_SQL_KEYS, _SQL_PAGED_RE),
+    ):
+        got = attrs.first(keys)
+        hit = _by_value(got["value"], lambda t, rx=rx: rx.search(t) is not None)
+        out[got["_i"].to_numpy()[hit.fill_null(False).to_numpy()]] = True
+    keyed = attrs.long.filter(
+        pl.col("key").str.contains(
+            r"(?i)(^|[._])(cursor|page_?token|next_?token|offset|after|starting_after|page)$"
+        )
+    )
+    out[keyed["_i"].cast(pl.Int64).to_numpy()] = True
     return out
+
+
+def _identity(attrs: _Attrs, spans: pl.DataFrame) -> np.ndarray:
+    """Per span: a hash of who asked (its trace's caller identity attributes), 0 if unknown."""
+    ids = attrs.long.filter(pl.col("key").is_in(list(IDENTITY_KEYS)))
+    out = np.zeros(attrs.n, dtype=np.uint64)
+    if ids.height == 0:
+        return out
+    trace = spans["_trace"].to_numpy()
+    per = (
+        ids.with_columns(pl.Series("_t", trace[ids["_i"].cast(pl.Int64).to_numpy()]))
+        .with_columns(
+            # An authorization header's value is a secret: only whose it is matters, and the
+            # same token is the same caller.
+            (pl.col("key") + "=" + pl.col("value")).alias("kv")
+        )
+        .unique(["_t", "kv"])
+        .sort("_t", "kv")
+        .group_by("_t", maintain_order=True)
+        .agg(pl.col("kv").str.join("\x1f"))
+    )
+    who = np.zeros(int(trace.max()) + 1 if len(trace) else 0, dtype=np.uint64)
+    who[per["_t"].to_numpy()] = _hash(per["kv"])
+    return who[trace]
 
 
 def features(spans: pl.DataFrame) -> Features:
@@ -333,6 +437,16 @@ def features(spans: pl.DataFrame) -> Features:
     result = np.where(inherit, result[p], result)
     has_result = np.where(inherit, has_result[p], has_result)
     write, reasons = _write_reasons(attrs, spans["name"])
+    marks = spans.select(
+        (
+            pl.col("args_hash").is_not_null()
+            & ~pl.col("arg_fps").list.contains(OPAQUE_FP).fill_null(False)
+            & (pl.col("arg_fps").list.len().fill_null(0) < MAX_FPS)
+        ).alias("covered"),
+        (pl.col("result_hash").is_null() | pl.col("result_fps").list.contains(TEXT_FP))
+        .fill_null(True)
+        .alias("text"),
+    )
     kinds = spans.select(
         ((pl.col("kind_resolved") == a.CPU) | (pl.col("mix_cpu") > 0.5)).alias("cpu"),
         (pl.col("status_code") == "error").alias("error"),
@@ -346,9 +460,14 @@ def features(spans: pl.DataFrame) -> Features:
         result=result,
         has_result=has_result,
         instrumented=instr,
-        model=_model_calls(attrs),
+        model=spans["model_call"].fill_null(False).to_numpy(),
         cpu=kinds["cpu"].to_numpy(),
         error=kinds["error"].to_numpy(),
         write=write,
         write_reasons=reasons,
+        read_only=_read_only(attrs, spans["name"], write),
+        paged=_paged(attrs),
+        identity=_identity(attrs, spans),
+        covered=marks["covered"].to_numpy() & instr,
+        text_result=marks["text"].to_numpy(),
     )

@@ -28,12 +28,13 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
+from tracelens_instrumentation.fingerprint import OPAQUE_FP, TEXT_FP
 
 from tracelens.analysis.findings.features import Features
 from tracelens.analysis.findings.timeline import Timeline
 
 _LOOKBACK = 8  # blocks checked back for a dependency before assuming one
-BASES = ("fingerprints", "observed", "loop", "loop-unknown")
+BASES = ("fingerprints", "observed", "loop", "loop-unknown", "fingerprints-partial")
 
 
 def _shift(x: np.ndarray, fill: object) -> np.ndarray:
@@ -77,6 +78,10 @@ def hops(tl: Timeline, fe: Features, spans: pl.DataFrame) -> pl.DataFrame:
             "has_key": fe.has_key[c[k]],
             "instr": fe.instrumented[c[k]],
             "error": fe.error[c[k]],
+            "ro": fe.read_only[c[k]],
+            "paged": fe.paged[c[k]],
+            "covered": fe.covered[c[k]],
+            "text": fe.text_result[c[k]],
             "unknown_kind": unknown[k],
             "run": run[k],
             "block": block[k],
@@ -85,28 +90,103 @@ def hops(tl: Timeline, fe: Features, spans: pl.DataFrame) -> pl.DataFrame:
 
 
 def _fps_deps(h: pl.DataFrame, spans: pl.DataFrame) -> np.ndarray:
-    """Per hop: the latest earlier hop of its run whose result its arguments hold, or -1."""
+    """Per hop: the latest earlier hop of its run it depends on by its fingerprints, or -1.
+
+    Two links count.  *Data flow*: one of its argument fingerprints is one of the earlier
+    hop's result fingerprints (a value, a nested field, a JSON field or a token of a text
+    result) that was not among that hop's own arguments.  *Shared resource*: it takes an
+    argument value that the earlier hop also took, and the earlier hop is not known to only read
+    (a patch applied to a repo, then the tests run on it: the data flows through the file
+    system, not the arguments).  The marker
+    entries (``OPAQUE_FP``, ``TEXT_FP``) are no values and link nothing.
+    """
     dep = np.full(h.height, -1, dtype=np.int64)
-    inst = h.select(pl.int_range(pl.len()).alias("_k"), "c", "run", "pos").filter(h["instr"])
+    inst = h.select(pl.int_range(pl.len()).alias("_k"), "c", "run", "pos", "ro").filter(h["instr"])
     if inst.height == 0:
         return dep
     idx = inst["c"]
     base = inst.with_columns(
         spans.select(pl.col("arg_fps").gather(idx), pl.col("result_fps").gather(idx)).get_columns()
     )
-    args = base.select("_k", "run", "pos", "arg_fps").explode("arg_fps").drop_nulls("arg_fps")
+    markers = [OPAQUE_FP, TEXT_FP]
+    args = (
+        base.select("_k", "run", "pos", "ro", "arg_fps")
+        .explode("arg_fps")
+        .drop_nulls("arg_fps")
+        .filter(~pl.col("arg_fps").is_in(markers))
+    )
+    # A value a hop's result merely echoes from its own arguments (a search result quoting its
+    # query) was available before it ran: it links the hop to nothing.
+    own = args.select("run", pl.col("pos").alias("_a"), pl.col("arg_fps").alias("fp"))
     results = (
-        base.select("run", pl.col("pos").alias("_a"), "result_fps")
-        .explode("result_fps")
-        .drop_nulls("result_fps")
+        base.select("run", pl.col("pos").alias("_a"), pl.col("result_fps").alias("fp"))
+        .explode("fp")
+        .drop_nulls("fp")
+        .filter(~pl.col("fp").is_in(markers))
+        .join(own, on=["run", "_a", "fp"], how="anti")
+    )
+    touched = args.filter(~pl.col("ro")).select(
+        "run", pl.col("pos").alias("_a"), pl.col("arg_fps").alias("fp")
     )
     found = (
-        args.join(results, left_on=["run", "arg_fps"], right_on=["run", "result_fps"])
+        args.join(
+            pl.concat([results, touched]).unique(),
+            left_on=["run", "arg_fps"],
+            right_on=["run", "fp"],
+        )
         .filter(pl.col("_a") < pl.col("pos"))
         .group_by("_k")
         .agg(pl.col("_a").max())
     )
     dep[found["_k"].to_numpy()] = found["_a"].to_numpy()
+    return dep
+
+
+def _explained(h: pl.DataFrame, spans: pl.DataFrame) -> np.ndarray:
+    """Per hop: every argument value it took was there before its run started: among its
+    parent's arguments, or an earlier hop's arguments in the run.  Such a hop took nothing out
+    of an earlier hop's free-text result, whatever that text said."""
+    out = np.zeros(h.height, dtype=bool)
+    inst = h.select(pl.int_range(pl.len()).alias("_k"), "c", "p", "run", "pos").filter(h["instr"])
+    if inst.height == 0:
+        return out
+    args = (
+        inst.with_columns(spans["arg_fps"].gather(inst["c"]))
+        .explode("arg_fps")
+        .filter(~pl.col("arg_fps").is_in([OPAQUE_FP, TEXT_FP]))
+    )
+    p_rows = inst["p"].unique()
+    pfp = (
+        pl.DataFrame({"p": p_rows, "fp": spans["arg_fps"].gather(p_rows)})
+        .explode("fp")
+        .drop_nulls("fp")
+    )
+    known = args.join(pfp, left_on=["p", "arg_fps"], right_on=["p", "fp"], how="semi")
+    earlier = args.select("run", pl.col("pos").alias("_a"), pl.col("arg_fps").alias("fp"))
+    seen = (
+        args.join(earlier, left_on=["run", "arg_fps"], right_on=["run", "fp"])
+        .filter(pl.col("_a") < pl.col("pos"))
+        .select(args.columns)
+    )
+    explained = pl.concat([known, seen]).select("_k", "arg_fps").unique()
+    total = args.drop_nulls("arg_fps").group_by("_k").agg(pl.len().alias("n"))
+    got = explained.group_by("_k").agg(pl.len().alias("m"))
+    per = inst.select("_k").join(total, on="_k", how="left").join(got, on="_k", how="left")
+    ok = per["n"].fill_null(0) == per["m"].fill_null(0)
+    out[per["_k"].to_numpy()] = ok.to_numpy()
+    return out
+
+
+def _paged_deps(h: pl.DataFrame) -> np.ndarray:
+    """Per hop: the previous call of its block when it pages (cursor, page token, offset):
+    each page needs the previous one's answer, so a listing is sequential, or -1."""
+    block = h["block"].to_numpy()
+    paged = h["paged"].to_numpy()
+    pos = h["pos"].to_numpy()
+    dep = np.full(h.height, -1, dtype=np.int64)
+    follows = np.zeros(h.height, dtype=bool)
+    follows[1:] = (block[1:] == block[:-1]) & paged[1:]
+    dep[follows] = pos[np.flatnonzero(follows) - 1]
     return dep
 
 
@@ -281,7 +361,7 @@ def groups(tl: Timeline, fe: Features, spans: pl.DataFrame) -> tuple[pl.DataFram
     h = hops(tl, fe, spans)
     if h.height == 0:
         return h, pl.DataFrame(schema=_EVIDENCE_SCHEMA)
-    fps = _fps_deps(h, spans)
+    fps = np.maximum(_fps_deps(h, spans), _paged_deps(h))
     names, evidence = _name_deps(h, tl, fe, fps)
     run = h["run"].to_numpy()
     pos = h["pos"].to_numpy()
@@ -289,6 +369,7 @@ def groups(tl: Timeline, fe: Features, spans: pl.DataFrame) -> tuple[pl.DataFram
     run0 = pos[rfirst][_starts(rfirst)]
     # Positions grow through runs, so one running max over everything is the per-run one.
     gs = np.maximum.accumulate(np.maximum(np.maximum(fps, names) + 1, run0))
+    h = h.with_columns(pl.Series("explained", _explained(h, spans)))
     chain = _chains(h)
     chain = np.where(chain >= gs, chain, -1)
     h = h.with_columns(
@@ -312,19 +393,34 @@ def _with_confidence(h: pl.DataFrame) -> pl.DataFrame:
     gid = _starts(gfirst)
     heads = np.flatnonzero(gfirst)
     all_instr = np.minimum.reduceat(h["instr"].to_numpy(), heads)[gid]
+    # Fingerprints are positive evidence only where they cover everything: every argument of
+    # every member fingerprinted (no opaque value, no list cut off) and no member's result free
+    # text or unrecorded (a phrase taken out of it shows in no fingerprint).
+    # (A member whose every argument was there before the run took nothing out of any text.)
+    complete = (
+        np.minimum.reduceat(h["covered"].to_numpy(), heads)
+        & (
+            ~np.maximum.reduceat(h["text"].to_numpy(), heads)
+            | np.minimum.reduceat(h["explained"].to_numpy() | (pos == gs), heads)
+        )
+    )[gid]
     bfirst = np.concatenate([[True], block[1:] != block[:-1]])
     bheads = np.flatnonzero(bfirst)
     keys_known = np.minimum.reduceat(h["has_key"].to_numpy(), bheads)[_starts(bfirst)]
     same_block = np.zeros(n, dtype=bool)
     same_block[1:] = (block[1:] == block[:-1]) & (gid[1:] == gid[:-1])
     lead = (pos == gs) | h["chain"].is_not_null().to_numpy()
-    level = np.where(lead | all_instr, 2, np.where(same_block, np.where(keys_known, 1, 0), 2))
+    level = np.where(
+        lead | (all_instr & complete),
+        2,
+        np.where(all_instr, 1, np.where(same_block, np.where(keys_known, 1, 0), 2)),
+    )
     basis = np.where(
         lead,
         -1,
         np.where(
             all_instr,
-            BASES.index("fingerprints"),
+            np.where(complete, BASES.index("fingerprints"), BASES.index("fingerprints-partial")),
             np.where(
                 same_block,
                 np.where(keys_known, BASES.index("loop"), BASES.index("loop-unknown")),

@@ -14,12 +14,15 @@ from __future__ import annotations
 import numpy as np
 import polars as pl
 
-from tracelens.analysis.findings.candidate import CONFIDENCE, Candidate, count, weakest
+from tracelens.analysis.findings.candidate import CONFIDENCE, Candidate, Evidence, count, weakest
 from tracelens.analysis.findings.hops import BASES
 from tracelens.analysis.findings.replay import Change
 
 N_PLUS_ONE_MIN_CALLS = 4
 N_PLUS_ONE_MIN_DISTINCT = 3
+
+
+MIN_OBSERVED = 3  # parents where two operations overlapped or swapped, for high confidence
 
 
 def _group_table(h: pl.DataFrame) -> pl.DataFrame:
@@ -29,7 +32,7 @@ def _group_table(h: pl.DataFrame) -> pl.DataFrame:
         .agg(
             pl.col("c"),
             pl.col("chain_c"),
-            pl.col("op").unique(maintain_order=True).alias("ops"),
+            pl.col("op").unique().sort().alias("opset"),
             pl.col("trace").first(),
             pl.col("p").first(),
             pl.col("pop").first(),
@@ -42,113 +45,209 @@ def _group_table(h: pl.DataFrame) -> pl.DataFrame:
     )
 
 
+def _changes(g: pl.DataFrame, pattern: np.ndarray, n_patterns: int) -> list[Change]:
+    """Per pattern: start each group's ``c`` list together; ``chain_c`` holds in-group
+    dependencies.  Built for all patterns at once, then cut by pattern."""
+    flat = g.select(
+        pl.Series("pat", pattern), pl.int_range(pl.len()).alias("g"), "c", "chain_c"
+    ).explode("c", "chain_c")
+    pat = flat["pat"].to_numpy()
+    order = np.argsort(pat, kind="stable")
+    cuts = np.searchsorted(pat[order], np.arange(n_patterns + 1))
+    members = flat["c"].to_numpy().astype(np.int64)[order]
+    group = flat["g"].to_numpy().astype(np.int64)[order]
+    on = flat["chain_c"].fill_null(-1).to_numpy().astype(np.int64)[order]
+    out = []
+    for k in range(n_patterns):
+        sl = slice(int(cuts[k]), int(cuts[k + 1]))
+        m, gr, o = members[sl], group[sl], on[sl]
+        d = o >= 0
+        out.append(Change(members=m, group=gr, dep_rows=m[d], dep_on=o[d]))
+    return out
+
+
 def parallel_candidates(
     spans: pl.DataFrame, h: pl.DataFrame, evidence: pl.DataFrame
 ) -> list[Candidate]:
-    """One finding per pattern of groups (parent operation + hop operations)."""
+    """One finding per pattern of groups: parent operation + the *set* of hop operations (a
+    pattern seen in both orders is one finding).  Everything per pattern is computed in a few
+    whole-table queries; the loop at the end only assembles the results."""
     if h.height == 0:
         return []
     g = _group_table(h)
     if g.height == 0:
         return []
+    pat_ids = g.select(pl.struct("pop", "opset").rank("dense").cast(pl.Int64) - 1).to_series()
+    g = g.with_columns(pat_ids.alias("pat")).sort("pat", maintain_order=True)
+    pattern = g["pat"].to_numpy()
+    n_pat = int(pattern.max()) + 1
+    per = (
+        g.with_columns(pl.col("c").list.len().alias("size"))
+        .group_by("pat", maintain_order=True)
+        .agg(
+            pl.col("c").first().alias("example"),
+            pl.col("p").first(),
+            pl.col("pop").first(),
+            pl.col("opset").first(),
+            pl.col("trace").unique().alias("traces"),
+            pl.col("level").min(),
+            pl.col("unknown_kind").any(),
+            pl.col("basis")
+            .list.explode(keep_nulls=False, empty_as_null=False)
+            .unique()
+            .alias("basis"),
+            pl.col("size"),
+        )
+        .sort("pat")
+    )
+    observed = _observed_counts(per, evidence)
+    changes = _changes(g, pattern, n_pat)
+    # Labels of every example row and parent, gathered once.
+    ex_rows = per["example"].explode().to_numpy().astype(np.int64)
+    ex_len = per["example"].list.len().to_numpy()
+    ex_names = spans["name"].gather(ex_rows).to_list()
+    ex_services = spans["service"].gather(ex_rows).to_list()
+    p_rows = per["p"].to_numpy().astype(np.int64)
+    p_names = spans["name"].gather(p_rows).to_list()
+    p_services = spans["service"].gather(p_rows).to_list()
     out = []
-    for part in g.partition_by("pop", "ops", maintain_order=True):
-        out.append(_parallel_candidate(part, spans, evidence))
+    at = 0
+    for k, row in enumerate(per.iter_rows(named=True)):
+        n_ex = int(ex_len[k])
+        names, services = _ordered(ex_names[at : at + n_ex], ex_services[at : at + n_ex])
+        example = ex_rows[at : at + n_ex].tolist()
+        at += n_ex
+        basis = {BASES[b] for b in row["basis"]}
+        level = CONFIDENCE[int(row["level"])]
+        n_over, n_both, n_min = observed[k]
+        if "observed" in basis and n_min < MIN_OBSERVED:
+            level = weakest(level, "medium")
+        if row["unknown_kind"]:
+            level = weakest(level, "medium")
+        sizes = row["size"]
+        n_traces = len(row["traces"])
+        what = f"{len(names)} operations" if len(names) > 1 else f"{max(sizes)} calls of {names[0]}"
+        ev = [
+            Evidence(
+                "sequential",
+                f"{what} ran one after another under {p_names[k]} in {count(n_traces, 'trace')}",
+            ),
+            *_basis_evidence(basis, n_over, n_both, n_min),
+        ]
+        out.append(
+            Candidate(
+                type="parallelizable",
+                names=names,
+                services=services,
+                change=changes[k],
+                traces=np.asarray(sorted(row["traces"]), dtype=np.int64),
+                confidence=level,
+                evidence=ev,
+                occurrences=int(sum(sizes)),
+                parent=p_names[k],
+                parent_service=p_services[k],
+                example=example,
+                extra={"hops_per_trace": float(np.median(sizes))},
+            )
+        )
+    return out
+
+
+def _observed_counts(per: pl.DataFrame, evidence: pl.DataFrame) -> list[tuple[int, int, int]]:
+    """Per pattern: (most parents where a pair of its operations overlapped or swapped, most
+    parents where both ran, fewest parents with such evidence over the pairs that have any)."""
+    n = per.height
+    if evidence.height == 0:
+        return [(0, 0, 0)] * n
+    pairs = (
+        per.select("pat", "pop", pl.col("opset").alias("op_a"))
+        .explode("op_a")
+        .join(per.select("pat", pl.col("opset").alias("op_b")).explode("op_b"), on="pat")
+        .filter(pl.col("op_a") != pl.col("op_b"))
+    )
+    ev = pairs.join(evidence, on=["pop", "op_a", "op_b"]).filter(pl.col("n_overlap") > 0)
+    agg = ev.group_by("pat").agg(
+        pl.col("n_overlap").max().alias("hi"),
+        pl.col("n_both").max().alias("both"),
+        pl.col("n_overlap").min().alias("lo"),
+    )
+    out = [(0, 0, 0)] * n
+    for pat, hi, both, lo in agg.iter_rows():
+        out[int(pat)] = (int(hi), int(both), int(lo))
+    return out
+
+
+def _ordered(names: list[str], services: list[str]) -> tuple[list[str], list[str]]:
+    """Distinct (name, service) labels in example order."""
+    seen: set[tuple[str, str]] = set()
+    n_out: list[str] = []
+    s_out: list[str] = []
+    for n, s in zip(names, services, strict=True):
+        if (n, s) not in seen:
+            seen.add((n, s))
+            n_out.append(str(n))
+            s_out.append(str(s))
+    return n_out, s_out
+
+
+def _basis_evidence(basis: set[str], n_over: int, n_both: int, n_min: int) -> list[Evidence]:
+    out = []
+    if "fingerprints" in basis:
+        out.append(
+            Evidence(
+                "fingerprints_complete",
+                "every argument of every hop was fingerprinted, and none came from an earlier "
+                "hop's result (value, JSON field or token) or from a resource an earlier hop "
+                "may have changed",
+            )
+        )
+    if "fingerprints-partial" in basis:
+        out.append(
+            Evidence(
+                "fingerprints_partial",
+                "no argument fingerprint links the hops, but the fingerprints do not cover "
+                "everything (an opaque argument, a list cut off, or a free-text or unrecorded "
+                "result that may flow in transformed form): medium at most",
+            )
+        )
+    if "observed" in basis:
+        out.append(
+            Evidence(
+                "observed_independent",
+                f"the same operations overlapped or ran in another order in {n_over} of "
+                f"{n_both} parents (so neither waits for the other)"
+                + (
+                    ""
+                    if n_min >= MIN_OBSERVED
+                    else f"; fewer than {MIN_OBSERVED} parents for some pair: medium at most"
+                ),
+            )
+        )
+    if "loop" in basis:
+        out.append(
+            Evidence(
+                "loop",
+                "repeated calls of one operation with different arguments (a loop over items)",
+            )
+        )
+    if "loop-unknown" in basis:
+        out.append(
+            Evidence(
+                "loop_unknown_args",
+                "repeated calls of one operation whose arguments are not recorded (low)",
+            )
+        )
     return out
 
 
 def _change(part: pl.DataFrame) -> Change:
-    """Start each row's ``c`` list together; ``chain_c`` holds in-group dependencies."""
-    flat = part.select(pl.int_range(pl.len()).alias("g"), pl.col("c"), pl.col("chain_c")).explode(
-        "c", "chain_c"
-    )
-    deps = flat.filter(pl.col("chain_c").is_not_null())
-    return Change(
-        members=flat["c"].to_numpy().astype(np.int64),
-        group=flat["g"].to_numpy().astype(np.int64),
-        dep_rows=deps["c"].to_numpy().astype(np.int64),
-        dep_on=deps["chain_c"].to_numpy().astype(np.int64),
-    )
+    """Start each row's ``c`` list together (one pattern's rows)."""
+    return _changes(part, np.zeros(part.height, dtype=np.int64), 1)[0]
 
 
 def _label(spans: pl.DataFrame, row: int) -> tuple[str, str]:
     r = spans.row(row, named=True)
     return str(r["name"]), str(r["service"])
-
-
-def _parallel_candidate(
-    part: pl.DataFrame, spans: pl.DataFrame, evidence: pl.DataFrame
-) -> Candidate:
-    members = part["c"].to_list()
-    change = _change(part)
-    example = list(members[0])
-    names, services = _ordered_labels(spans, example)
-    parent, parent_service = _label(spans, int(part["p"].to_numpy()[0]))
-    level = CONFIDENCE[int(part["level"].to_numpy().min())]
-    if part["unknown_kind"].any():
-        level = weakest(level, "medium")
-    basis = {BASES[b] for bs in part["basis"].to_list() for b in bs}
-    sizes = [len(m) for m in members]
-    ev = [
-        f"{len(names) if len(names) > 1 else max(sizes)} "
-        f"{'operations' if len(names) > 1 else 'calls of ' + names[0]} ran one after another "
-        f"under {parent} in {count(part['trace'].n_unique(), 'trace')}",
-        *_basis_text(basis, part, evidence, names),
-    ]
-    return Candidate(
-        type="parallelizable",
-        names=names,
-        services=services,
-        change=change,
-        traces=part["trace"].unique().to_numpy(),
-        confidence=level,
-        evidence=ev,
-        occurrences=int(sum(sizes)),
-        parent=parent,
-        parent_service=parent_service,
-        example=example,
-        extra={"hops_per_trace": float(np.median(sizes))},
-    )
-
-
-def _ordered_labels(spans: pl.DataFrame, rows: list[int]) -> tuple[list[str], list[str]]:
-    names: list[str] = []
-    services: list[str] = []
-    seen = set()
-    for r in rows:
-        n, s = _label(spans, r)
-        if (n, s) not in seen:
-            seen.add((n, s))
-            names.append(n)
-            services.append(s)
-    return names, services
-
-
-def _basis_text(
-    basis: set[str], part: pl.DataFrame, evidence: pl.DataFrame, names: list[str]
-) -> list[str]:
-    out = []
-    if "fingerprints" in basis:
-        out.append("no hop's argument fingerprints contain another hop's result fingerprints")
-    if "observed" in basis and evidence.height:
-        ops = part["ops"][0].to_list()
-        ev = evidence.filter(
-            pl.col("pop") == part["pop"][0],
-            pl.col("op_a").is_in(ops),
-            pl.col("op_b").is_in(ops),
-            pl.col("n_overlap") > 0,
-        )
-        n_over = int(ev["n_overlap"].to_numpy().max(initial=0))
-        n_both = int(ev["n_both"].to_numpy().max(initial=0))
-        out.append(
-            f"the same operations overlapped or ran in another order in {n_over} of {n_both} "
-            "parents (so neither waits for the other)"
-        )
-    if "loop" in basis:
-        out.append("repeated calls of one operation with different arguments (a loop over items)")
-    if "loop-unknown" in basis:
-        out.append("repeated calls of one operation whose arguments are not recorded (low)")
-    return out
 
 
 def n_plus_one_candidates(spans: pl.DataFrame, h: pl.DataFrame) -> list[Candidate]:
@@ -193,10 +292,16 @@ def n_plus_one_candidates(spans: pl.DataFrame, h: pl.DataFrame) -> list[Candidat
                 traces=part["trace"].unique().to_numpy(),
                 confidence=level,
                 evidence=[
-                    f"{name} called {int(np.median(calls))} times in a row under {parent} "
-                    f"(median; {int(np.median(distinct))} distinct arguments) in "
-                    f"{count(part['trace'].n_unique(), 'trace')}: one batched call instead",
-                    "the replay assumes the batch takes as long as the slowest single call",
+                    Evidence(
+                        "loop",
+                        f"{name} called {int(np.median(calls))} times in a row under {parent} "
+                        f"(median; {int(np.median(distinct))} distinct arguments) in "
+                        f"{count(part['trace'].n_unique(), 'trace')}: one batched call instead",
+                    ),
+                    Evidence(
+                        "assumes_batch_as_slow_as_slowest",
+                        "the replay assumes the batch takes as long as the slowest single call",
+                    ),
                 ],
                 occurrences=int(calls.sum()),
                 parent=parent,

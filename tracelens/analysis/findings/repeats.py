@@ -17,12 +17,13 @@ trace: it is never offered as a cache candidate; the finding asks whether it mus
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
 
-from tracelens.analysis.findings.candidate import Candidate, count
+from tracelens.analysis.findings.candidate import Candidate, Evidence, count
 from tracelens.analysis.findings.features import KEY_SOURCES, Features
 from tracelens.analysis.findings.replay import Change
 from tracelens.analysis.findings.timeline import Timeline, below
@@ -40,8 +41,10 @@ class _Prev:
     prev: np.ndarray  # row of the previous call of the same (op, key), -1 for the first
 
 
-def _previous(tl: Timeline, fe: Features, rows: np.ndarray, same_trace: bool) -> _Prev:
-    ident = fe.key[rows] * _MIX + fe.op[rows]
+def _previous(
+    tl: Timeline, fe: Features, rows: np.ndarray, same_trace: bool, key: np.ndarray | None = None
+) -> _Prev:
+    ident = (fe.key if key is None else key)[rows] * _MIX + fe.op[rows]
     lead = [tl.trace[rows]] if same_trace else []
     order = np.lexsort((tl.row[rows], tl.start[rows], ident, *lead))
     r = rows[order]
@@ -120,11 +123,17 @@ def retry_candidates(
                 traces=np.unique(tl.trace[r]),
                 confidence="high" if keyed else "medium",
                 evidence=[
-                    f"{count(len(r), 'call')} of {name} repeated "
-                    + ("a call with the same arguments" if keyed else "the call before them")
-                    + " right after it failed (ERROR status): retries, not cache hits",
-                    f"the failed attempts took {lost_ms:,.1f} ms in all; the replay makes "
-                    "them succeed at once",
+                    Evidence(
+                        "repeat_after_error" if keyed else "next_call_after_error",
+                        f"{count(len(r), 'call')} of {name} repeated "
+                        + ("a call with the same arguments" if keyed else "the call before them")
+                        + " right after it failed (ERROR status): retries, not cache hits",
+                    ),
+                    Evidence(
+                        "assumes_first_attempt_succeeds",
+                        f"the failed attempts took {lost_ms:,.1f} ms in all; the replay makes "
+                        "them succeed at once",
+                    ),
                 ],
                 occurrences=len(r),
                 example=[int(attempts[0]), int(r[0])],
@@ -139,6 +148,12 @@ def failed_mask(failed: np.ndarray) -> np.ndarray:
     return mask
 
 
+_POLL_NAME = re.compile(
+    r"(?i)(^|[^a-z])(poll|polling|status|state|progress|is_?ready|is_?done)([^a-z]|$)"
+)
+_CACHE_KEY_SOURCES = {KEY_SOURCES[0], KEY_SOURCES[1], KEY_SOURCES[2], KEY_SOURCES[3]}
+
+
 def cacheable_candidates(
     tl: Timeline,
     fe: Features,
@@ -146,122 +161,282 @@ def cacheable_candidates(
     retry: np.ndarray,
     window_s: float = DEFAULT_WINDOW_S,
 ) -> list[Candidate]:
-    """One finding per read operation called again with arguments seen before."""
+    """One ``cacheable`` finding per read operation a cache would really serve, and one
+    ``polling`` finding per read repeated in one trace across a sleep or wait.
+
+    The key of a call is its operation, its arguments and who asked (the trace's caller
+    identity: ``enduser.id``, ``user.id``, ``session.id``, an authorization header, ...): a
+    cached answer for one caller is not an answer for another.
+    """
     # A wait (queue slot, lock, sleep) with the same arguments is not a result to cache.
     waiting = (spans["kind_resolved"] == "wait").to_numpy()
     reads = np.flatnonzero(fe.has_key & (fe.write < 0) & ~waiting)
-    pv = _previous(tl, fe, reads, same_trace=False)
+    ckey = np.where(fe.identity != 0, fe.key * _MIX + fe.identity, fe.key)
+    pv = _previous(tl, fe, reads, same_trace=False, key=ckey)
     b, a = pv.rows, pv.prev
     has_prev = a >= 0
     a0 = np.maximum(a, 0)
     same_trace = tl.trace[a0] == tl.trace[b]
     in_window = same_trace | (tl.start[b] - tl.start[a0] <= window_s * 1e9)
-    ok_prev = ~fe.error[a0] & ~retry[a0]
     repeat = has_prev & in_window & ~retry[b] & ~fe.error[b]
-    known = fe.has_result[a0] & fe.has_result[b]
-    stale = repeat & known & (fe.result[a0] != fe.result[b])
-    counted = repeat & ok_prev & ~stale
-    mark = np.zeros(tl.n, dtype=bool)
-    mark[b[counted]] = True
-    nested = _inside(tl, mark)
-    keep = counted & ~nested[b]
-    frame = pl.DataFrame(
-        {
-            "b": b,
-            "op": fe.op[b],
-            "keep": keep,
-            "repeat": repeat,
-            "stale": stale,
-            "known": known & repeat,
-            "nested": counted & nested[b],
-            "after_error": has_prev & in_window & ~retry[b] & fe.error[a0],
-            "same_trace": same_trace,
-            "gap_s": np.maximum(tl.start[b] - tl.end[a0], 0) / 1e9,
-            "source": fe.key_source[b],
-        }
-    ).filter(pl.col("repeat") | pl.col("after_error"))
+    polled = repeat & same_trace & _polled(tl, fe, spans, a0, b, waiting)
+    poll_ops = np.unique(fe.op[b[polled]])
+    out = _polling(tl, fe, spans, b[polled])
+    # Every call of a polled operation is left to the polling finding.
+    keep_op = ~np.isin(fe.op[b], poll_ops)
     retried_ops, retried_n = np.unique(
         fe.op[retry & fe.has_key & (fe.write < 0)], return_counts=True
     )
     n_retries = dict(zip(retried_ops.tolist(), retried_n.tolist(), strict=True))
-    wanted = frame.filter(pl.col("keep"))["op"].unique()
-    out = []
-    for part in frame.filter(pl.col("op").is_in(wanted.implode())).partition_by("op"):
-        got = part.filter("keep")
-        n_retry = int(n_retries.get(int(part["op"][0]), 0))
-        out.append(_cacheable(part, got, tl, spans, window_s, n_retry))
+    cand_ops = np.unique(fe.op[b[repeat & keep_op]])
+    if len(cand_ops) == 0:
+        return out
+    in_ops = np.isin(fe.op[b], cand_ops)
+    seq_b, seq_first = b[in_ops], ~has_prev[in_ops]
+    op_of = fe.op[seq_b]
+    order = np.argsort(op_of, kind="stable")  # rows stay in (ident, start) order per op
+    seq_b, seq_first, op_of = seq_b[order], seq_first[order], op_of[order]
+    cuts = np.flatnonzero(op_of[1:] != op_of[:-1]) + 1
+    for rows, first in zip(np.split(seq_b, cuts), np.split(seq_first, cuts), strict=True):
+        cand = _cacheable(
+            rows, first, tl, fe, spans, retry, window_s, n_retries.get(int(fe.op[rows[0]]), 0)
+        )
+        if cand is not None:
+            out.append(cand)
     return out
 
 
-def _cacheable(
-    part: pl.DataFrame,
-    got: pl.DataFrame,
+def _polled(
     tl: Timeline,
+    fe: Features,
     spans: pl.DataFrame,
+    a: np.ndarray,
+    b: np.ndarray,
+    waiting: np.ndarray,
+) -> np.ndarray:
+    """Repeats ``b`` of ``a`` that poll: under the same parent with a sleep or wait between
+    them, or a status-like read (its name says poll, status, progress, ...)."""
+    same_parent = (tl.parent[a] == tl.parent[b]) & (tl.parent[b] >= 0)
+    # Waited-on children are contiguous per parent in start order: count the waits between.
+    w = np.zeros(len(tl.kids) + 1, dtype=np.int64)
+    np.cumsum(waiting[tl.kids], out=w[1:])
+    ka, kb = tl.kpos[a], tl.kpos[b]
+    ok = same_parent & (ka >= 0) & (kb > ka)
+    between = np.zeros(len(b), dtype=bool)
+    between[ok] = (w[kb[ok]] - w[ka[ok] + 1]) > 0
+    names = spans["name"].to_numpy()[b]
+    status = np.fromiter((bool(_POLL_NAME.search(str(n))) for n in names), bool, len(b))
+    return same_parent & (between | status)
+
+
+def _polling(tl: Timeline, fe: Features, spans: pl.DataFrame, b: np.ndarray) -> list[Candidate]:
+    out = []
+    for r in _by_op(fe, b):
+        row0 = spans.row(int(r[0]), named=True)
+        name = str(row0["name"])
+        traces = np.unique(tl.trace[r])
+        out.append(
+            Candidate(
+                type="polling",
+                names=[name],
+                services=[str(row0["service"])],
+                change=Change(),
+                traces=traces,
+                confidence="medium",
+                evidence=[
+                    Evidence(
+                        "same_read_across_wait",
+                        f"{count(len(r), 'call')} of {name} repeated the same read in the same "
+                        f"trace after a sleep or wait (or it reads a status) in "
+                        f"{count(len(traces), 'trace')}: polling, not a cache candidate (a "
+                        "cache would hide the change it waits for)",
+                    ),
+                    Evidence(
+                        "no_saving_estimate",
+                        "the time between the job finishing and the poll that saw it is not "
+                        "in the trace: a completion signal (webhook, blocking call) would "
+                        "save up to one polling interval per trace; no replay saving is given",
+                    ),
+                ],
+                occurrences=len(r),
+                example=[int(r[0])],
+            )
+        )
+    return out
+
+
+def _simulate(
+    rows: np.ndarray, first: np.ndarray, tl: Timeline, fe: Features, ok: np.ndarray, ttl_ns: float
+) -> tuple[np.ndarray, int, float]:
+    """Replay a cache with ``ttl_ns`` over call sequences of one operation (``rows`` in
+    (key, start) order, ``first`` marking each key's first call).  A call is a hit when an
+    entry filled by an earlier successful call is younger than the TTL at its start; a hit
+    whose recorded result differs from the entry's is *stale* (a wrong answer served).
+    Returns (hits, stale hits, the shortest age at which a stale hit happened)."""
+    hits = np.zeros(len(rows), dtype=bool)
+    stale = 0
+    stale_age = np.inf
+    start, end = tl.start[rows].tolist(), tl.end[rows].tolist()
+    good = ok[rows].tolist()
+    has_res = fe.has_result[rows].tolist()
+    res = fe.result[rows].tolist()
+    fill = -1
+    for j in range(len(rows)):
+        if first[j]:
+            fill = -1
+        if fill >= 0 and start[j] - end[fill] <= ttl_ns:
+            if has_res[j] and has_res[fill] and res[j] != res[fill]:
+                stale += 1
+                stale_age = min(stale_age, (start[j] - end[fill]) / 1e9)
+            else:
+                hits[j] = True
+            continue
+        if good[j]:
+            fill = j
+    return hits, stale, stale_age
+
+
+def _cacheable(
+    rows: np.ndarray,
+    first: np.ndarray,
+    tl: Timeline,
+    fe: Features,
+    spans: pl.DataFrame,
+    retry: np.ndarray,
     window_s: float,
     n_retry: int,
-) -> Candidate:
-    rows = got["b"].to_numpy()
-    r0 = spans.row(int(rows[0]), named=True)
+) -> Candidate | None:
+    ok = ~fe.error & ~retry
+    # Consecutive calls with the same key: the gaps a TTL must span, and where results changed.
+    prev = np.concatenate([[-1], rows[:-1]])
+    pair = ~first & ok[rows] & ok[np.maximum(prev, 0)]
+    p0 = np.maximum(prev, 0)
+    gap_s = np.maximum(tl.start[rows] - tl.end[p0], 0) / 1e9
+    known = pair & fe.has_result[rows] & fe.has_result[p0]
+    changed = known & (fe.result[rows] != fe.result[p0])
+    same_gaps = gap_s[pair & ~changed]
+    if len(same_gaps) == 0:
+        return None
+    stale_gaps = gap_s[changed]
+    # The TTL: of the round values no longer than the window and shorter than the soonest
+    # change seen, the one under which a replayed cache serves the most repeats with no wrong
+    # answer (the shortest such on a tie).  The evidence for it is in the trace: results stayed
+    # the same for at least that long.
+    upper = min(float(stale_gaps.min()) if len(stale_gaps) else np.inf, window_s)
+    best: tuple[int, float, np.ndarray] | None = None
+    for nice in _NICE_TTL_S:
+        if nice > upper or (nice == upper and len(stale_gaps)):
+            break
+        got, n_stale, _ = _simulate(rows, first, tl, fe, ok, nice * 1e9)
+        if n_stale == 0 and (best is None or int(got.sum()) > best[0]):
+            best = (int(got.sum()), float(nice), got)
+    if best is None or best[0] == 0:
+        return None
+    _, ttl, hits = best
+    outside = int(len(rows) - first.sum()) - int(hits.sum())
+    hit_rows = rows[hits]
+    # Repeats nested inside another counted repeat are left to it.
+    mark = np.zeros(tl.n, dtype=bool)
+    mark[hit_rows] = True
+    nested = _inside(tl, mark)[hit_rows]
+    hit_rows = hit_rows[~nested]
+    if len(hit_rows) == 0:
+        return None
+    r0 = spans.row(int(hit_rows[0]), named=True)
     name, service = str(r0["name"]), str(r0["service"])
-    n_stale = int(part["stale"].sum())
-    # Repeats whose result differed were left out, so what is counted returned the same result
-    # whenever both results are known; unknown results leave it open.
-    identical: bool | None = True if bool(got["known"].all()) else None
-    gaps = got["gap_s"].to_numpy()
-    stale_gaps = part.filter("stale")["gap_s"].to_numpy()
-    ttl = _nice_ttl(
-        float(np.percentile(gaps, 95)) if len(gaps) else 1.0,
-        float(stale_gaps.min()) if len(stale_gaps) else None,
+    results_known = bool(fe.has_result[hit_rows].all())
+    n_changed = int(changed.sum())
+    identical: bool | None = (n_changed == 0) if results_known else None
+    if n_changed:
+        identical = False
+    sources = {KEY_SOURCES[int(s)] for s in np.unique(fe.key_source[hit_rows]) if s >= 0}
+    identity = bool((fe.identity[hit_rows] != 0).all())
+    if identical is None:
+        confidence = "low"
+    elif identical and sources <= _CACHE_KEY_SOURCES:
+        confidence = "high"
+    else:
+        confidence = "medium"
+    within = int((tl.trace[hit_rows] == tl.trace[_fill_of(rows, first, hits)[~nested]]).sum())
+    across = len(hit_rows) - within
+    evidence = [
+        Evidence(
+            "same_arguments",
+            f"{count(len(hit_rows), 'call')} of {name} repeated the arguments "
+            f"({', '.join(sorted(sources))}) of an earlier call: {within} within a trace, "
+            f"{across} across traces",
+        )
+    ]
+    if identical:
+        evidence.append(
+            Evidence("identical_results", "every repeat returned the recorded result it repeats")
+        )
+    elif identical is None:
+        evidence.append(
+            Evidence(
+                "results_unknown",
+                "results are not recorded for every repeat: whether a cache would return the "
+                "right answer is unknown (low)",
+            )
+        )
+    else:
+        evidence.append(
+            Evidence(
+                "results_changed",
+                f"{count(n_changed, 'repeat')} returned a different result than the call before "
+                f"(after {float(stale_gaps.min()):,.1f} s at the soonest): cacheable only "
+                f"under a TTL shorter than that",
+            )
+        )
+    evidence.append(
+        Evidence(
+            "ttl_bounded",
+            f"counted as hits: only repeats within {ttl:g} s (the suggested TTL) of the call "
+            f"that would have filled the cache entry; {count(outside, 'repeat')} fell outside it",
+        )
     )
-    sources = {KEY_SOURCES[int(s)] for s in got["source"].unique().to_list() if s >= 0}
-    by_hash = sources == {"args_hash"}
-    confidence = (
-        "high"
-        if by_hash and identical
-        else "medium"
-        if (by_hash or identical or sources & {KEY_SOURCES[1], KEY_SOURCES[2], KEY_SOURCES[3]})
-        else "low"
+    evidence.append(
+        Evidence(
+            "caller_identity_in_key",
+            "the key includes the caller's identity (user, session or credentials)",
+        )
+        if identity
+        else Evidence(
+            "no_caller_identity",
+            "no caller identity was recorded: if answers depend on who asks, key the cache on it",
+        )
     )
-    within = int(got["same_trace"].sum())
-    across = got.height - within
     left_out = []
     if n_retry:
         left_out.append(f"{n_retry} retries after an error")
-    if n_stale:
-        left_out.append(
-            f"{n_stale} whose result differed from the previous call's "
-            f"(after {float(stale_gaps.min()):,.1f} s at the soonest)"
-        )
-    if int(part["nested"].sum()):
-        left_out.append(f"{int(part['nested'].sum())} inside another cached call")
-    if int(part["after_error"].sum()):
-        left_out.append(f"{int(part['after_error'].sum())} after a failed call")
-    results = {True: "same results", None: "results not all recorded"}
-    evidence = [
-        f"{count(got.height, 'call')} of {name} repeated the arguments "
-        f"({', '.join(sorted(sources))}) of an earlier call: {within} within a trace, "
-        f"{across} across traces within "
-        f"{window_s:,.0f} s; {results[identical]}",
-    ]
+    if int(nested.sum()):
+        left_out.append(f"{int(nested.sum())} inside another cached call")
     if left_out:
-        evidence.append("left out: " + "; ".join(left_out))
+        evidence.append(Evidence("left_out", "left out: " + "; ".join(left_out)))
+    hit_rows = np.sort(hit_rows)
     return Candidate(
         type="cacheable",
         names=[name],
         services=[service],
-        change=Change(instant=np.sort(rows)),
-        traces=np.unique(tl.trace[rows]),
+        change=Change(instant=hit_rows),
+        traces=np.unique(tl.trace[hit_rows]),
         confidence=confidence,
         evidence=evidence,
-        occurrences=got.height,
-        example=[int(rows[0])],
+        occurrences=len(hit_rows),
+        example=[int(hit_rows[0])],
         extra={
             "identical_results": identical,
             "suggested_ttl_s": ttl,
-            "changed_results": n_stale,
+            "changed_results": n_changed,
         },
     )
+
+
+def _fill_of(rows: np.ndarray, first: np.ndarray, hits: np.ndarray) -> np.ndarray:
+    """For each hit, the call that filled the entry serving it (the last non-hit before)."""
+    idx = np.arange(len(rows))
+    last_fill = np.maximum.accumulate(np.where(~hits, idx, 0))
+    return rows[last_fill[hits]]
 
 
 def repeated_write_candidates(
@@ -288,10 +463,16 @@ def repeated_write_candidates(
                 traces=np.unique(tl.trace[r]),
                 confidence="low",
                 evidence=[
-                    f"{count(len(r), 'call')} of {row0['name']} repeated an earlier call's "
-                    f"arguments in the same trace; not a cache candidate: {reason}",
-                    "check whether the second call is needed (an idempotent write could be "
-                    "skipped)",
+                    Evidence(
+                        "changes_state",
+                        f"{count(len(r), 'call')} of {row0['name']} repeated an earlier call's "
+                        f"arguments in the same trace; not a cache candidate: {reason}",
+                    ),
+                    Evidence(
+                        "check_idempotent",
+                        "check whether the second call is needed (an idempotent write could be "
+                        "skipped)",
+                    ),
                 ],
                 occurrences=len(r),
                 example=[int(r[0])],

@@ -23,8 +23,10 @@ The model (all times are the observed ones unless said otherwise):
   scaled by f; the members of a *together* group (waited-on siblings) all start when the
   group's first member (its lead) starts, except that a member with an in-group dependency (a
   retry after its failed attempt, a repeat of an earlier member) starts after that member
-  ends, plus the observed gap.  Spans that followed a group member keep depending on all of
-  them, so they wait for the slowest (the join).
+  ends, plus the observed gap.  The parent's own work between the members (the observed gaps
+  before the moved members: its CPU, or time nothing explains) is not dropped: the group starts
+  that much after its lead did, as if that work ran first.  Spans that followed a group member
+  keep depending on all of them, so they wait for the slowest (the join).
 * A trace's latency is the duration of its main root, chosen among the re-timed roots by the
   rule of ``tree.main_roots`` (shared/spec/critical-path.md, rule 1).
 
@@ -139,6 +141,7 @@ class _State:
         self.f = np.ones(n, dtype=np.float64)
         self.lead = np.full(n, -1, dtype=np.int64)
         self.dep = np.full(n, -1, dtype=np.int64)
+        self.delay = np.zeros(n, dtype=np.float64)  # per group lead: the parent work moved
         self.instant = np.zeros(n, dtype=bool)
         self.f[change.factor_rows] = np.clip(change.factor, 0.0, None)
         # Only children their parent waits on take part: the others never delay anything.
@@ -151,6 +154,10 @@ class _State:
             lead = m[first][np.cumsum(first) - 1]
             sibling = tl.parent[lead] == tl.parent[m]  # a group is made of siblings
             self.lead[m[~first & sibling]] = lead[~first & sibling]
+            # The parent's own work between the members (its CPU, or an unexplained gap) is
+            # still done: it moves before the group, which starts that much after its lead did.
+            moved = ~first & sibling
+            np.add.at(self.delay, lead[moved], np.maximum(tl.gap[m[moved]], 0.0))
         d, on = change.dep_rows, change.dep_on
         has_lead = (
             (self.lead[d] >= 0)
@@ -159,6 +166,9 @@ class _State:
             & (tl.kpos[on] < tl.kpos[d])  # an earlier sibling
         )
         self.dep[d[has_lead]] = on[has_lead]
+        # A member that waits for an earlier one keeps its own gap after it: not moved.
+        chained = d[has_lead]
+        np.subtract.at(self.delay, self.lead[chained], np.maximum(tl.gap[chained], 0.0))
         self.instant[change.instant] = True
 
 
@@ -268,6 +278,7 @@ def _scan_scalar(st: _State, p: int) -> None:
             r = runmax + tl.gap[c] * f
         else:
             r = _scaled_offset(float(tl.off[c]), f)
+        r += st.delay[c] * f
         R[c] = r
         E[c] = r + max(D[c] - tl.oh[c], 0.0)
         max_e = max(max_e, E[c])
@@ -324,6 +335,7 @@ def _scan_vector(st: _State, parents: np.ndarray) -> None:
     d0 = np.maximum(dep_row, 0)
     dep = np.where(has_dep, flat + (tl.kpos[d0] - slots), -1)
     dep_gap = np.where(has_dep, (tl.start[c] - tl.end[d0]) * f, 0.0)
+    delay = st.delay[c] * f
     R = np.zeros(len(slots))
     E = np.zeros(len(slots))
     fold = tl.fold[slots]
@@ -354,7 +366,7 @@ def _scan_vector(st: _State, parents: np.ndarray) -> None:
             runmax[lids] = np.maximum(runmax[lids], got)
         ki = k_order[k_bounds[r] : k_bounds[r + 1]]
         lid = local[ki]
-        rr = np.where(need[ki] > 0, runmax[lid] + gap[ki], off[ki])
+        rr = np.where(need[ki] > 0, runmax[lid] + gap[ki], off[ki]) + delay[ki]
         mem = has_lead[ki]
         if mem.any():
             km = ki[mem]

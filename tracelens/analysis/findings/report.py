@@ -129,6 +129,7 @@ _TYPE_ORDER = {
     "n_plus_one": 3,
     "tail": 4,
     "repeated_write": 5,
+    "polling": 6,
 }
 
 
@@ -137,10 +138,12 @@ def _cross_reference(found: list[dict[str, Any]]) -> None:
     loops = {(f.get("parent"), tuple(f["names"])) for f in found if f["type"] == "parallelizable"}
     for f in found:
         if f["type"] == "n_plus_one" and (f.get("parent"), tuple(f["names"])) in loops:
-            f["evidence"] += (
-                "; the same calls are also reported as parallelizable: batching them or running "
+            note = (
+                "the same calls are also reported as parallelizable: batching them or running "
                 "them concurrently saves about the same, not both"
             )
+            f["evidence"].append({"code": "also_parallelizable", "detail": note})
+            f["explanation"] += "; " + note
 
 
 def _touched(tl: Timeline, cand: Candidate) -> np.ndarray:
@@ -179,7 +182,11 @@ def _finding(
             "total_saving_ms": round(float(saving_ms.sum()), 3),
             "traces_on_critical_path": on_path,
             "confidence": cand.confidence,
-            "evidence": "; ".join([*cand.evidence, replay_note]),
+            "evidence": [
+                *({"code": e.code, "detail": e.detail} for e in cand.evidence),
+                {"code": "replay", "detail": replay_note},
+            ],
+            "explanation": "; ".join([*(e.detail for e in cand.evidence), replay_note]),
         }
     )
     f.update(cand.extra)

@@ -14,7 +14,7 @@ import numpy as np
 import polars as pl
 
 from tracelens.analysis.core import TraceAnalysis
-from tracelens.analysis.findings.candidate import Candidate
+from tracelens.analysis.findings.candidate import Candidate, Evidence
 from tracelens.analysis.findings.features import Features
 from tracelens.analysis.findings.replay import Change
 from tracelens.analysis.findings.timeline import Timeline
@@ -136,11 +136,17 @@ def _candidate(
         traces=np.sort(slow),
         confidence="medium" if share >= 0.5 else "low",
         evidence=[
-            f"the slowest 5% of traces ({len(slow)}, at or above {p95 / 1e6:,.1f} ms) take "
-            f"{gap_ns / 1e6:,.1f} ms longer on average than the median ones ({len(mid)})",
-            "critical-path time per trace, slow vs median: "
-            + "; ".join(parts)
-            + f" ({share:.0%} of the difference)",
+            Evidence(
+                "tail_gap",
+                f"the slowest 5% of traces ({len(slow)}, at or above {p95 / 1e6:,.1f} ms) take "
+                f"{gap_ns / 1e6:,.1f} ms longer on average than the median ones ({len(mid)})",
+            ),
+            Evidence(
+                "tail_growth",
+                "critical-path time per trace, slow vs median: "
+                + "; ".join(parts)
+                + f" ({share:.0%} of the difference)",
+            ),
         ],
         occurrences=len(slow),
         example=[],
