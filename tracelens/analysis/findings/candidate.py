@@ -10,6 +10,8 @@ import numpy as np
 from tracelens.analysis.findings.replay import Change
 
 CONFIDENCE = ("low", "medium", "high")
+# Replays are the costly part: per type, only the candidates with the most to gain go through.
+MAX_PER_TYPE = 20
 
 
 def weakest(*levels: str) -> str:

@@ -86,6 +86,7 @@ _PAGED = (
     r"(\"|')?\s*[=:]"
 )
 _SQL_PAGED = r"(?i)\boffset\s+\d+|\bwhere\b.*\b(id|cursor|created_at)\s*>\s*"
+_PAGED_KEY = r"(?i)(^|[._])(cursor|page_?token|next_?token|offset|after|starting_after|page)$"
 # Who is asking: a cached answer for one caller is not an answer for another.
 IDENTITY_KEYS = (
     "enduser.id",
@@ -258,8 +259,7 @@ _PARAMETERISED_RE = re.compile(_PARAMETERISED)
 _WORDS_RE = re.compile(rf"(^|[^a-z])({_WRITE_VERBS})([^a-z]|$)")
 _READ_WORDS_RE = re.compile(rf"(^|[^a-z])({_READ_VERBS})([^a-z]|$)")
 _VOLATILE_RE = re.compile(_VOLATILE_SQL)
-_PAGED_RE = re.compile(_PAGED)
-_SQL_PAGED_RE = re.compile(_SQL_PAGED)
+
 _CAMEL_RE = re.compile(r"([a-z0-9])([A-Z])")
 _SQL_VERB_RE = re.compile(r"^\(?\s*([A-Za-z]+)")
 
@@ -360,19 +360,18 @@ def _paged(attrs: _Attrs) -> np.ndarray:
     (URL query, tool arguments, attribute names), or SQL with OFFSET / keyset conditions."""
     out = np.zeros(attrs.n, dtype=bool)
     for keys, rx in (
-        (_URL_KEYS, _PAGED_RE),
-        ((a.GEN_AI_TOOL_CALL_ARGUMENTS,), _PAGED_RE),
-        (_SQL_KEYS, _SQL_PAGED_RE),
+        (_URL_KEYS, _PAGED),
+        ((a.GEN_AI_TOOL_CALL_ARGUMENTS,), _PAGED),
+        (_SQL_KEYS, _SQL_PAGED),
     ):
-        got = attrs.first(keys)
-        hit = _by_value(got["value"], lambda t, rx=rx: rx.search(t) is not None)
-        out[got["_i"].to_numpy()[hit.fill_null(False).to_numpy()]] = True
-    keyed = attrs.long.filter(
-        pl.col("key").str.contains(
-            r"(?i)(^|[._])(cursor|page_?token|next_?token|offset|after|starting_after|page)$"
-        )
-    )
-    out[keyed["_i"].cast(pl.Int64).to_numpy()] = True
+        got = attrs.first(keys)  # values are mostly distinct: one vectorised regex pass
+        hit = got["value"].str.contains(rx).fill_null(False).to_numpy()
+        out[got["_i"].to_numpy()[hit]] = True
+    names = attrs.long["key"].unique()
+    paging = names.filter(names.str.contains(_PAGED_KEY)).to_list()
+    if paging:
+        keyed = attrs.long.filter(pl.col("key").is_in(paging))
+        out[keyed["_i"].cast(pl.Int64).to_numpy()] = True
     return out
 
 

@@ -212,7 +212,68 @@ def _overlap_evidence(allk: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
     "Did not wait": an ``a`` and a ``b`` under the same parent overlapped in time, or (each
     called once there) ``b`` started first.  Either shows that ``b`` does not need ``a``'s
     output, whatever order the trace at hand has them in.
+
+    Parents where each operation of interest ran once (nearly all) are counted with NumPy
+    lookups; the others (loops) go through :func:`_overlap_evidence_pairwise`.
     """
+    if pairs.height == 0:
+        return pl.DataFrame(schema=_EVIDENCE_SCHEMA)
+    k_pop, k_a, k_b = (pairs[c].to_numpy() for c in ("pop", "op_a", "op_b"))
+    op, pop, p = allk["op"].to_numpy(), allk["pop"].to_numpy(), allk["p"].to_numpy()
+    uniq, inv = np.unique(np.concatenate([op, pop, k_pop, k_a, k_b]), return_inverse=True)
+    m, n = np.int64(len(uniq)), len(op)
+    op_i, pop_i = inv[:n], inv[n : 2 * n]
+    q = len(k_pop)
+    kp_i, ka_i, kb_i = inv[2 * n : 2 * n + q], inv[2 * n + q : 2 * n + 2 * q], inv[2 * n + 2 * q :]
+    # The spans of interest: an operation of a wanted pair under its parent operation.
+    side = np.unique(np.concatenate([kp_i * m + ka_i, kp_i * m + kb_i]))
+    mine = np.isin(pop_i * m + op_i, side)
+    rows = np.flatnonzero(mine)
+    key = p[rows].astype(np.int64) * m + op_i[rows]  # (parent, operation)
+    order = np.argsort(key, kind="stable")
+    skey = key[order]
+    repeated = skey[1:][skey[1:] == skey[:-1]]
+    multi = np.zeros(len(p) and int(p.max()) + 1, dtype=bool)
+    multi[repeated // m] = True  # parents with a loop among the operations of interest
+    # Fast path: every (parent, a) row looks up the b of each wanted pair under that parent.
+    fast = rows[~multi[p[rows]]]
+    pkey = kp_i * m + ka_i
+    porder = np.argsort(pkey, kind="stable")
+    spkey = pkey[porder]
+    akey = pop_i[fast] * m + op_i[fast]
+    plo = np.searchsorted(spkey, akey, "left")
+    cnt = np.searchsorted(spkey, akey, "right") - plo
+    rep = np.repeat(np.arange(len(fast)), cnt)
+    at = np.repeat(plo, cnt) + (np.arange(int(cnt.sum())) - np.repeat(np.cumsum(cnt) - cnt, cnt))
+    pair = porder[at]
+    ra = fast[rep]
+    bkey = p[ra].astype(np.int64) * m + kb_i[pair]
+    pos = np.searchsorted(skey, bkey, "left")
+    hit = (pos < len(skey)) & (skey[np.minimum(pos, len(skey) - 1)] == bkey)
+    pair, ra = pair[hit], ra[hit]
+    rb = rows[order[pos[hit]]]
+    s, e = allk["s"].to_numpy(), allk["e"].to_numpy()
+    free = ((s[ra] < e[rb]) & (s[rb] < e[ra])) | (s[rb] < s[ra])
+    n_both = np.bincount(pair, minlength=q)
+    n_free = np.bincount(pair[free], minlength=q)
+    out = pl.DataFrame(
+        {"pop": k_pop, "op_a": k_a, "op_b": k_b, "n_both": n_both, "n_overlap": n_free},
+        schema=_EVIDENCE_SCHEMA,
+    )
+    slow_parents = np.flatnonzero(multi)
+    if len(slow_parents):
+        slow = _overlap_evidence_pairwise(allk.filter(pl.Series(np.isin(p, slow_parents))), pairs)
+        out = (
+            pl.concat([out, slow.cast(_EVIDENCE_SCHEMA)])  # type: ignore[arg-type]
+            .group_by("pop", "op_a", "op_b", maintain_order=True)
+            .agg(pl.col("n_both").sum(), pl.col("n_overlap").sum())
+        )
+    return out.filter(pl.col("n_both") > 0)
+
+
+def _overlap_evidence_pairwise(allk: pl.DataFrame, pairs: pl.DataFrame) -> pl.DataFrame:
+    """:func:`_overlap_evidence` by joining every ``a`` with every ``b`` of a parent (at most
+    ``_PAIR_CAP`` of each per parent): for parents that call an operation more than once."""
     wanted = pl.concat(
         [
             pairs.select("pop", pl.col("op_a").alias("op")),
@@ -284,8 +345,9 @@ def _name_deps(
     dep = np.full(m, -1, dtype=np.int64)
     open_ = np.ones(m, dtype=bool)
     seen: list[pl.DataFrame] = []
-    free_pairs = pl.DataFrame(schema={"pop": pl.UInt64, "op_a": pl.UInt64, "op_b": pl.UInt64})
-    asked = free_pairs
+    # Pairs as one 64-bit hash each, so the per-round set operations stay in NumPy.
+    free_pairs = np.zeros(0, dtype=np.uint64)
+    asked = np.zeros(0, dtype=np.uint64)
     allk: pl.DataFrame | None = None
     for d in range(1, _LOOKBACK + 2):
         j = np.flatnonzero(open_)
@@ -301,33 +363,44 @@ def _name_deps(
             break
         judged = ~(instr[i] & instr[j]) & (op[i] != op[j])
         ji, ii = j[judged], i[judged]
-        cand = pl.DataFrame({"pop": pop[ji], "op_a": op[ii], "op_b": op[ji]})
-        new = cand.unique().join(asked, on=["pop", "op_a", "op_b"], how="anti")
-        if new.height:
+        cand = _pair_hash(pop[ji], op[ii], op[ji])
+        uniq, first_at = np.unique(cand, return_index=True)
+        fresh = ~np.isin(uniq, asked)
+        if fresh.any():
+            at = first_at[fresh]
+            new = pl.DataFrame(
+                {"pop": pop[ji][at], "op_a": op[ii][at], "op_b": op[ji][at]},
+                schema={"pop": pl.UInt64, "op_a": pl.UInt64, "op_b": pl.UInt64},
+            )
             allk = _all_hops(tl, fe) if allk is None else allk
             ev = _overlap_evidence(allk, new)
             seen.append(ev)
-            asked = pl.concat([asked, new])
-            free_pairs = pl.concat(
-                [free_pairs, ev.filter(pl.col("n_overlap") > 0).select("pop", "op_a", "op_b")]
+            asked = np.concatenate([asked, uniq[fresh]])
+            got = ev.filter(pl.col("n_overlap") > 0)
+            free_pairs = np.concatenate(
+                [
+                    free_pairs,
+                    _pair_hash(
+                        got["pop"].to_numpy(), got["op_a"].to_numpy(), got["op_b"].to_numpy()
+                    ),
+                ]
             )
-        free = _is_in(cand, free_pairs)
+        free = np.isin(cand, free_pairs)
         dep[ji[~free]] = last_pos[ii[~free]]
         open_[ji[~free]] = False
     evidence = pl.concat(seen) if seen else pl.DataFrame(schema=_EVIDENCE_SCHEMA)
     return dep[bid], evidence
 
 
-def _is_in(rows: pl.DataFrame, table: pl.DataFrame) -> np.ndarray:
-    """Which rows of ``rows`` occur in ``table`` (same columns)."""
-    if rows.height == 0 or table.height == 0:
-        return np.zeros(rows.height, dtype=bool)
-    marked = table.unique().with_columns(pl.lit(True).alias("_hit"))
-    return (
-        rows.join(marked, on=rows.columns, how="left", maintain_order="left")["_hit"]
-        .fill_null(False)
-        .to_numpy()
-    )
+def _pair_hash(pop: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """One 64-bit value per (parent operation, a, b): operation ids are 64-bit hashes already,
+    so a wrapping multiply-add keeps collisions as unlikely as theirs."""
+    with np.errstate(over="ignore"):
+        return (pop * _M1 + a) * _M2 + b
+
+
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
 def _chains(h: pl.DataFrame) -> np.ndarray:

@@ -17,7 +17,6 @@ trace: it is never offered as a cache candidate; the finding asks whether it mus
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -148,9 +147,7 @@ def failed_mask(failed: np.ndarray) -> np.ndarray:
     return mask
 
 
-_POLL_NAME = re.compile(
-    r"(?i)(^|[^a-z])(poll|polling|status|state|progress|is_?ready|is_?done)([^a-z]|$)"
-)
+_POLL_NAME = r"(?i)(^|[^a-z])(poll|polling|status|state|progress|is_?ready|is_?done)([^a-z]|$)"
 _CACHE_KEY_SOURCES = {KEY_SOURCES[0], KEY_SOURCES[1], KEY_SOURCES[2], KEY_SOURCES[3]}
 
 
@@ -179,7 +176,8 @@ def cacheable_candidates(
     same_trace = tl.trace[a0] == tl.trace[b]
     in_window = same_trace | (tl.start[b] - tl.start[a0] <= window_s * 1e9)
     repeat = has_prev & in_window & ~retry[b] & ~fe.error[b]
-    polled = repeat & same_trace & _polled(tl, fe, spans, a0, b, waiting)
+    polled = repeat & same_trace
+    polled[polled] = _polled(tl, spans, a0[polled], b[polled], waiting)
     poll_ops = np.unique(fe.op[b[polled]])
     out = _polling(tl, fe, spans, b[polled])
     # Every call of a polled operation is left to the polling finding.
@@ -207,12 +205,7 @@ def cacheable_candidates(
 
 
 def _polled(
-    tl: Timeline,
-    fe: Features,
-    spans: pl.DataFrame,
-    a: np.ndarray,
-    b: np.ndarray,
-    waiting: np.ndarray,
+    tl: Timeline, spans: pl.DataFrame, a: np.ndarray, b: np.ndarray, waiting: np.ndarray
 ) -> np.ndarray:
     """Repeats ``b`` of ``a`` that poll: under the same parent with a sleep or wait between
     them, or a status-like read (its name says poll, status, progress, ...)."""
@@ -224,8 +217,8 @@ def _polled(
     ok = same_parent & (ka >= 0) & (kb > ka)
     between = np.zeros(len(b), dtype=bool)
     between[ok] = (w[kb[ok]] - w[ka[ok] + 1]) > 0
-    names = spans["name"].to_numpy()[b]
-    status = np.fromiter((bool(_POLL_NAME.search(str(n))) for n in names), bool, len(b))
+    names = spans["name"].gather(b)
+    status = names.str.contains(_POLL_NAME).fill_null(False).to_numpy()
     return same_parent & (between | status)
 
 

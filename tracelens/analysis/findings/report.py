@@ -8,7 +8,7 @@ import numpy as np
 import polars as pl
 
 from tracelens.analysis.core import TraceAnalysis, analyze_traces
-from tracelens.analysis.findings.candidate import Candidate, count
+from tracelens.analysis.findings.candidate import MAX_PER_TYPE, Candidate, count
 from tracelens.analysis.findings.replay import Change, replay, retime
 from tracelens.analysis.findings.timeline import Timeline
 from tracelens.analysis.summary import percentiles
@@ -16,8 +16,6 @@ from tracelens.schema import COLUMNS
 
 # Types whose whole point is the latency saving: without one they are not reported.
 _NEEDS_SAVING = {"parallelizable", "n_plus_one", "tail"}
-# Replays are the costly part: per type, only the candidates with the most to gain go through.
-MAX_PER_TYPE = 20
 
 
 def potential(tl: Timeline, change: Change) -> float:
@@ -109,14 +107,19 @@ def findings(ta: TraceAnalysis, tl: Timeline, cands: list[Candidate]) -> list[di
     examples = [_example_trace(tl, c) for c in cands]
     new_lat, retimed = replay_all(tl, [c.change for c in cands], touched, examples)
     out = []
+    kept: list[int] = []
     for k, cand in enumerate(cands):
         # A shared replay also changed other candidates' traces: take only this one's.
         projected = tl.latency.astype(np.float64)
         projected[touched[k]] = new_lat[k][touched[k]]
         f = _finding(ta, tl, cand, projected)
         if f is not None:
-            f.update(_example(ta, tl, cand, examples[k], retimed[k]))
             out.append(f)
+            kept.append(k)
+    for f, ex in zip(
+        out, _examples(ta, tl, [(cands[k], examples[k], retimed[k]) for k in kept]), strict=True
+    ):
+        f.update(ex)
     out.sort(key=lambda f: (-f["total_saving_ms"], _TYPE_ORDER.get(f["type"], 99), f["names"]))
     _cross_reference(out)
     return out
@@ -201,39 +204,56 @@ def _example_trace(tl: Timeline, cand: Candidate) -> int:
     return int(cand.traces[int(np.argsort(lat, kind="stable")[len(lat) // 2])])
 
 
-def _example(
+def _examples(
     ta: TraceAnalysis,
     tl: Timeline,
-    cand: Candidate,
-    t: int,
-    retimed: tuple[np.ndarray, np.ndarray, np.ndarray],
-) -> dict[str, Any]:
-    """One affected trace, with its latency before and after as ``analyze_traces`` sees it."""
-    rows, start, end = retimed
-    out: dict[str, Any] = {"example_trace_id": str(ta.spans["trace_id"][int(rows[0])])}
-    if cand.example:
-        out["span_ids"] = ta.spans["span_id"].gather(cand.example).to_list()
+    items: list[tuple[Candidate, int, tuple[np.ndarray, np.ndarray, np.ndarray]]],
+) -> list[dict[str, Any]]:
+    """Per finding, one affected trace with its latency before and after, as
+    ``analyze_traces`` sees it.  All re-timed example traces go through one analysis, each
+    under a stand-in trace id (one trace may be the example of several findings)."""
+    if not items:
+        return []
     keep = [c for c in ta.spans.columns if c in COLUMNS]
+    rows = np.concatenate([r for _, _, (r, _, _) in items])
+    sizes = [len(r) for _, _, (r, _, _) in items]
     table = ta.spans.select(keep)[rows.tolist()].with_columns(
-        pl.Series("start_ns", start), pl.Series("end_ns", end)
+        pl.Series("trace_id", [f"{k:032x}" for k, n in enumerate(sizes) for _ in range(n)]),
+        pl.Series("start_ns", np.concatenate([s for _, _, (_, s, _) in items])),
+        pl.Series("end_ns", np.concatenate([e for _, _, (_, _, e) in items])),
     )
     re_ta = analyze_traces(table)
-    out["example_latency_ms"] = round(float(tl.latency[t]) / 1e6, 3)
-    out["example_projected_latency_ms"] = round(float(re_ta.traces["duration_ns"][0]) / 1e6, 3)
-    out["example_projected_critical_path"] = _path_summary(re_ta)
+    duration = dict(
+        zip(re_ta.traces["trace_id"].to_list(), re_ta.traces["duration_ns"], strict=True)
+    )
+    paths = _path_summaries(re_ta)
+    out = []
+    for k, (cand, t, (ex_rows, _, _)) in enumerate(items):
+        ex: dict[str, Any] = {"example_trace_id": str(ta.spans["trace_id"][int(ex_rows[0])])}
+        if cand.example:
+            ex["span_ids"] = ta.spans["span_id"].gather(cand.example).to_list()
+        tid = f"{k:032x}"
+        ex["example_latency_ms"] = round(float(tl.latency[t]) / 1e6, 3)
+        ex["example_projected_latency_ms"] = round(float(duration[tid]) / 1e6, 3)
+        ex["example_projected_critical_path"] = paths.get(tid, [])
+        out.append(ex)
     return out
 
 
-def _path_summary(ta: TraceAnalysis, top: int = 5) -> list[dict[str, Any]]:
-    """The projected critical path's biggest operations (exclusive ms)."""
+def _path_summaries(ta: TraceAnalysis, top: int = 5) -> dict[str, list[dict[str, Any]]]:
+    """Per trace, the projected critical path's biggest operations (exclusive ms)."""
     main = ta.sections.filter(pl.col("main"))
     by_op = (
-        main.group_by("name")
+        main.group_by("trace_id", "name")
         .agg(((pl.col("end_ns") - pl.col("start_ns")).sum() / 1e6).alias("ms"))
-        .sort(["ms", "name"], descending=[True, False])
+        .sort(["trace_id", "ms", "name"], descending=[False, True, False])
+        .group_by("trace_id", maintain_order=True)
         .head(top)
     )
-    return [{"name": r["name"], "ms": round(float(r["ms"]), 3)} for r in by_op.to_dicts()]
+    out: dict[str, list[dict[str, Any]]] = {}
+    for tid, name, ms in by_op.select("trace_id", "name", "ms").iter_rows():
+        out.setdefault(tid, []).append({"name": name, "ms": round(float(ms), 3)})
+    return out
 
 
 __all__ = ["MAX_PER_TYPE", "findings", "potential", "replay_all", "shortlist"]
