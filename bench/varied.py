@@ -3,10 +3,10 @@
     python bench/varied.py [OUT.duckdb] [TRACES]
 
 Each trace is a request whose agent runs 4-6 steps (of 8 kinds); each step calls 2-4 tools
-drawn from its own 8 of a vocabulary of 60 (half traced with tracelens fingerprints, half plain HTTP client spans), one
-after another; a third of the steps run two of their tools overlapping.  With 10k traces that
-is ~210k spans and ~2k distinct (step, tool set) patterns: the shape that made a per-pattern
-loop of DataFrame queries expensive (issue 12).  Deterministic for a seed.
+drawn from its own 8 of a vocabulary of 60 (half traced with tracelens fingerprints, half plain
+HTTP client spans), one after another; a third of the steps run two of their tools overlapping.
+With 10k traces that is ~210k spans and ~1.5k distinct (step, tool set) patterns: the shape
+that made a per-pattern loop of DataFrame queries expensive (issue 12).  Deterministic for a seed.
 """
 
 from __future__ import annotations
