@@ -1,4 +1,4 @@
-"""The critical path contract (shared/spec/critical-path.md) on hand-made and random trees."""
+"""The critical path contract (docs/critical-path.md) on hand-made and random trees."""
 
 from __future__ import annotations
 

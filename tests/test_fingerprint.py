@@ -259,7 +259,7 @@ def test_fps_link_a_result_to_the_argument_that_consumed_it(spans: InMemorySpanE
     assert set(r[A.RESULT_FPS]) & set(rr[A.ARG_FPS])  # rerank consumed retrieve's docs
     assert set(rr[A.RESULT_FPS]) & set(a[A.ARG_FPS])  # answer consumed a reranked text
     assert set(r[A.RESULT_FPS]) & set(a[A.ARG_FPS])  # ... which was inside retrieve's result
-    assert A.ARG_FPS not in u  # 1 is everywhere: no evidence of flow (docs/verdicts.md)
+    assert A.ARG_FPS not in u  # 1 is everywhere: no evidence of flow (docs/attributes.md)
     # A small id is: the lookup's 7 is the fetch's argument.
     assert set(attrs(named(spans, "lookup"))[A.RESULT_FPS]) == set(
         attrs(named(spans, "fetch"))[A.ARG_FPS]
@@ -382,3 +382,39 @@ def test_result_fast_paths_match_the_general_walk(value: Any) -> None:
         fp = fingerprint(value)
         parts = sorted(fp.parts)
         assert result_fingerprint(value) == (fp.hex, tuple(d[:8].hex() for _, d in parts)[:1])
+
+
+def test_text_results_export_their_json_fields_and_tokens() -> None:
+    from tracelens_instrumentation.fingerprint import TEXT_FP, short, text_fps
+
+    def fp_of(value: Any) -> str:
+        return fps(value)[0]  # a content-bearing scalar's own entry
+
+    # A JSON document: its fields, as the values they are (the next hop takes the id 4217).
+    doc = text_fps('{"user": {"id": 4217, "name": "ada"}, "ok": true}', ())
+    assert fp_of(4217) in doc and fp_of("ada") in doc and TEXT_FP not in doc
+    # Free text: its tokens, a number also as the int it spells, and the free-text marker.
+    text = text_fps("Found ticket PROJ-42 in src/app.py, owner 7.", ())
+    for token in ("PROJ-42", "src/app.py", "owner", "7"):
+        assert fp_of(token) in text, token
+    assert fp_of(7) in text and TEXT_FP in text
+    # One word is a value, not free text; the result's own entry is kept first.
+    own = ("abc",)
+    assert text_fps("deploy", own)[0] == "abc" and TEXT_FP not in text_fps("deploy", own)
+    # Bounded, however long the text.
+    many = text_fps(" ".join(f"w{i}" for i in range(10_000)), ())
+    assert len(many) <= 1 + 48 + 1
+    assert short(b"\0" * 16) not in many
+
+
+def test_trivial_values_link_nothing_and_opaque_ones_say_so() -> None:
+    from tracelens_instrumentation.fingerprint import OPAQUE_FP
+
+    # None, booleans, "", -1, 0, 1 and floats are everywhere: no entry.
+    for value in (None, True, False, "", -1, 0, 1, 0.5):
+        assert args_fingerprint([b"a\0"], [value])[1] == (), value
+    # Everything else is content: a small id, a two-letter key.
+    for value in (2, -7, 42, "ab", "x"):
+        assert args_fingerprint([b"a\0"], [value])[1], value
+    # A value whose content is not fingerprinted marks the list as incomplete.
+    assert OPAQUE_FP in args_fingerprint([b"a\0", b"b\0"], [threading.Lock(), 42])[1]

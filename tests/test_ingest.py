@@ -18,7 +18,12 @@ from tracelens.schema import SPAN_SCHEMA, attribute_dict
 
 
 def _fixture_files() -> list[Path]:
-    return sorted(p for p in FIXTURES.rglob("*.json") if not p.name.endswith(".expected.json"))
+    # (fixtures/verdicts/labels.json is the corpus's labels, not traces: tests/test_verdicts.py)
+    return sorted(
+        p
+        for p in FIXTURES.rglob("*.json")
+        if not p.name.endswith(".expected.json") and p.name != "labels.json"
+    )
 
 
 def _count_spans(doc: Any) -> int:

@@ -1,4 +1,4 @@
-"""Kind inference (shared/spec/attributes.md) and the cpu / off-CPU split of the path."""
+"""Kind inference (docs/attributes.md) and the cpu / off-CPU split of the path."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Attribute names shared by the instrumentation and the analyzer (the one place they live).
 
-See ``shared/spec/attributes.md``.  The analyzer imports these constants from here, so the
+See ``docs/attributes.md``.  The analyzer imports these constants from here, so the
 writer and the reader of an attribute can never disagree on its spelling.
 """
 

@@ -61,7 +61,7 @@ MAX_VECTOR: Final = 16384  # floats of a numeric vector (an embedding), hashed i
 MAX_DEPTH: Final = 12
 MAX_BYTES: Final = 16384
 MAX_FPS: Final = 16
-# The values too common to say anything about data flow (docs/verdicts.md, "Trivial values"):
+# The values too common to say anything about data flow (docs/attributes.md, "Value fingerprints"):
 # None, booleans, "", -1, 0 and 1.  Every other int and string is fingerprinted, small ids and
 # short keys included: a lookup that returns id 7 which the next hop takes is a data flow.
 MIN_FP_STR: Final = 1

@@ -1,4 +1,4 @@
-"""The critical path of every root, exactly as ``shared/spec/critical-path.md`` defines it.
+"""The critical path of every root, exactly as ``docs/critical-path.md`` defines it.
 
 The walk is iterative (an explicit stack of frames), so a 50,000-level trace is no harder than a
 flat one, and it touches each child once per visit of its parent: O(spans) after the sort that

@@ -1,7 +1,7 @@
 """Where each span's own time went: cpu, gpu, io, wait or unknown.
 
 A span's kind is what the instrumentation measured (``tracelens.kind``) or, for spans from other
-instrumentation, inferred from its attributes with the rules of ``shared/spec/attributes.md``
+instrumentation, inferred from its attributes with the rules of ``docs/attributes.md``
 (first match wins; nothing is silently counted as CPU).  Each span also gets a *mix*: the
 fractions of its self time per kind, so a critical-path section can be split where the span's
 on-CPU time (``tracelens.cpu_ns``) or vLLM's queue/model timings are known.
@@ -70,9 +70,10 @@ def model_call() -> pl.Expr:
     """Whether a span is a call to a model: the one rule for the whole code base (kinds call its
     time ``gpu``; the findings treat its output as what may feed every later hop).
 
-    The spec's operation names, OpenInference's LLM kinds, vLLM's ``llm_request``, and beyond
-    them a span that reports model token usage for itself (any-agent's "call_llm", LiteLLM, ...)
-    unless it is an agent or a tool step that merely sums its children's usage.
+    A span declared ``gpu`` by the instrumentation (model inference), the spec's operation
+    names, OpenInference's LLM kinds, vLLM's ``llm_request``, and beyond them a span that
+    reports model token usage for itself (any-agent's "call_llm", LiteLLM, ...) unless it is
+    an agent or a tool step that merely sums its children's usage.
     """
     op = _attr(a.GEN_AI_OPERATION_NAME)
     oi = _attr(a.OPENINFERENCE_SPAN_KIND).str.to_uppercase()
@@ -83,8 +84,10 @@ def model_call() -> pl.Expr:
         a.GEN_AI_USAGE_PROMPT_TOKENS,
         a.GEN_AI_USAGE_COMPLETION_TOKENS,
     ) & ~op.fill_null("").is_in(["invoke_agent", "create_agent", "execute_tool"])
+    declared = pl.col("kind").str.to_lowercase() == a.GPU  # @trace(kind="gpu"): inference
     return (
         is_vllm
+        | declared.fill_null(False)
         | op.is_in(sorted(a.GEN_AI_MODEL_OPERATIONS)).fill_null(False)
         | oi.is_in(sorted(a.OPENINFERENCE_MODEL_KINDS)).fill_null(False)
         | usage

@@ -1,6 +1,6 @@
 """Aggregate per-trace results into the ``tracelens.analysis/1`` document.
 
-See ``shared/spec/analysis-json.md``: field names and meanings there are a contract.
+See ``docs/analysis-json.md``: field names and meanings there are a contract.
 """
 
 from __future__ import annotations

@@ -19,6 +19,7 @@ from tracelens.analysis.findings.parallel import n_plus_one_candidates, parallel
 from tracelens.analysis.findings.repeats import (
     DEFAULT_WINDOW_S,
     cacheable_candidates,
+    find_repeats,
     find_retries,
     repeated_write_candidates,
     retry_candidates,
@@ -34,12 +35,13 @@ def candidates(
 ) -> list[Candidate]:
     """Every detector's candidates, before replay."""
     fe = features(ta.spans)
-    hops, evidence = groups(tl, fe, ta.spans)
     retry, failed = find_retries(tl, fe)
+    rp = find_repeats(tl, fe, ta.spans, retry)
+    hops, evidence = groups(tl, fe, ta.spans, rp.polling)
     return [
         *parallel_candidates(ta.spans, hops, evidence),
         *n_plus_one_candidates(ta.spans, hops),
-        *cacheable_candidates(tl, fe, ta.spans, retry, window_s),
+        *cacheable_candidates(tl, fe, ta.spans, retry, window_s, rp),
         *retry_candidates(tl, fe, ta.spans, retry, failed),
         *repeated_write_candidates(tl, fe, ta.spans, retry),
         *tail_candidates(ta, tl, fe),
@@ -47,7 +49,7 @@ def candidates(
 
 
 def find_all(ta: TraceAnalysis, *, window_s: float = DEFAULT_WINDOW_S) -> list[dict[str, Any]]:
-    """The findings of ``shared/spec/analysis-json.md``, most total saving first."""
+    """The findings of ``docs/analysis-json.md``, most total saving first."""
     if ta.spans.height == 0:
         return []
     tl = build_timeline(ta.spans)

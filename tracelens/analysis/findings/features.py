@@ -26,7 +26,12 @@ from dataclasses import dataclass
 import numpy as np
 import polars as pl
 from tracelens_instrumentation import attributes as a
-from tracelens_instrumentation.fingerprint import MAX_FPS, OPAQUE_FP, TEXT_FP
+from tracelens_instrumentation.fingerprint import (
+    MAX_FPS,
+    OPAQUE_FP,
+    TEXT_FP,
+)
+from tracelens_instrumentation.fingerprint import py_result_fingerprint as result_fingerprint
 
 DB_OPERATION_NAME = a.DB_OPERATION_NAME
 DB_OPERATION = a.DB_OPERATION
@@ -65,6 +70,7 @@ _WRITE_VERBS = (
     # Shell, exec and code-running tools: what they change is the file system and the world.
     "|exec|shell|bash|sh|zsh|terminal|subprocess|run|interpreter|repl|apply|checkout|install"
     "|uninstall|migrate|git|npm|pip|make|kubectl|docker"
+    "|reserve|allocate|claim|acquire|assign|enroll|subscribe|unsubscribe|refund|restart|kill"
 )
 # Verbs that say a call only reads (the shared-resource rule trusts these, nothing less).
 _READ_VERBS = (
@@ -87,6 +93,9 @@ _PAGED = (
 )
 _SQL_PAGED = r"(?i)\boffset\s+\d+|\bwhere\b.*\b(id|cursor|created_at)\s*>\s*"
 _PAGED_KEY = r"(?i)(^|[._])(cursor|page_?token|next_?token|offset|after|starting_after|page)$"
+# A boolean result is a decision (may the user see it? is the file clean?): what runs after it
+# may run only because of it, with no value flowing into its arguments.
+_DECISIONS = [result_fingerprint(True)[0], result_fingerprint(False)[0]]
 # Who is asking: a cached answer for one caller is not an answer for another.
 IDENTITY_KEYS = (
     "enduser.id",
@@ -142,8 +151,11 @@ class Features:
     read_only: np.ndarray  # known to only read (HTTP GET, SELECT, a reading verb)
     paged: np.ndarray  # pages through a listing (cursor, page token, offset)
     identity: np.ndarray  # uint64 hash of the caller's identity, 0 when none was recorded
+    recorded_args: pl.Series  # recorded argument text (tool arguments, query text, URL)
+    recorded_result: pl.Series  # recorded result text (tool call result, output messages)
     covered: np.ndarray  # every argument fingerprinted (tracelens spans; no opaque, no cut-off)
     text_result: np.ndarray  # the result is free text (or not recorded): may flow transformed
+    decision: np.ndarray  # the result is a boolean: what follows may run only because of it
 
 
 class _Attrs:
@@ -375,6 +387,16 @@ def _paged(attrs: _Attrs) -> np.ndarray:
     return out
 
 
+_REDACTED = r"(?i)^\s*$|\*{2,}|redact|x{4,}|<hidden>|\[filtered\]|^(bearer|basic)\s*$"
+
+
+def _text_of(attrs: _Attrs, keys: tuple[str, ...]) -> pl.Series:
+    """Per span: the first of ``keys`` it recorded, else null."""
+    got = attrs.first(keys)
+    out = pl.Series("v", [None] * attrs.n, dtype=pl.String)
+    return out.scatter(got["_i"].to_numpy(), got["value"])
+
+
 def _identity(attrs: _Attrs, spans: pl.DataFrame) -> np.ndarray:
     """Per span: a hash of who asked (its trace's caller identity attributes), 0 if unknown."""
     ids = attrs.long.filter(pl.col("key").is_in(list(IDENTITY_KEYS)))
@@ -382,12 +404,17 @@ def _identity(attrs: _Attrs, spans: pl.DataFrame) -> np.ndarray:
     if ids.height == 0:
         return out
     trace = spans["_trace"].to_numpy()
+    tnum = trace[ids["_i"].cast(pl.Int64).to_numpy()]
     per = (
-        ids.with_columns(pl.Series("_t", trace[ids["_i"].cast(pl.Int64).to_numpy()]))
+        ids.with_columns(pl.Series("_t", tnum))
         .with_columns(
-            # An authorization header's value is a secret: only whose it is matters, and the
-            # same token is the same caller.
-            (pl.col("key") + "=" + pl.col("value")).alias("kv")
+            # The same token is the same caller.  A redacted one ("Bearer ***", "[REDACTED]")
+            # says only that *some* caller authenticated: calls in different traces cannot be
+            # told apart, so each trace counts as its own caller.
+            pl.when(pl.col("value").str.contains(_REDACTED))
+            .then(pl.col("key") + "=?" + pl.col("_t").cast(pl.String))
+            .otherwise(pl.col("key") + "=" + pl.col("value"))
+            .alias("kv")
         )
         .unique(["_t", "kv"])
         .sort("_t", "kv")
@@ -445,6 +472,7 @@ def features(spans: pl.DataFrame) -> Features:
         (pl.col("result_hash").is_null() | pl.col("result_fps").list.contains(TEXT_FP))
         .fill_null(True)
         .alias("text"),
+        pl.col("result_hash").is_in(_DECISIONS).fill_null(False).alias("decision"),
     )
     kinds = spans.select(
         ((pl.col("kind_resolved") == a.CPU) | (pl.col("mix_cpu") > 0.5)).alias("cpu"),
@@ -467,6 +495,9 @@ def features(spans: pl.DataFrame) -> Features:
         read_only=_read_only(attrs, spans["name"], write),
         paged=_paged(attrs),
         identity=_identity(attrs, spans),
+        recorded_args=_text_of(attrs, (a.GEN_AI_TOOL_CALL_ARGUMENTS, *_SQL_KEYS, *_URL_KEYS)),
+        recorded_result=_text_of(attrs, _RESULT_KEYS),
         covered=marks["covered"].to_numpy() & instr,
         text_result=marks["text"].to_numpy(),
+        decision=marks["decision"].to_numpy(),
     )

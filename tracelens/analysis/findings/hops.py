@@ -5,7 +5,8 @@ each child started only after every earlier sibling had ended.  A child that ove
 earlier one starts a new run, and so does a *barrier*, which is never moved: a CPU-bound hop
 (Python hops under one GIL do not overlap, so their overlap is never promised), a call that
 changes state (what follows may read what it wrote), and a model call without fingerprints
-(its input is the conversation so far and its output picks what runs next).
+(its input is the conversation so far and its output picks what runs next), and a poll
+(each is made because the previous answer said "not yet"; what follows waits for the last).
 
 Inside a run, hop ``b`` depends on an earlier hop ``a`` when
 
@@ -34,7 +35,14 @@ from tracelens.analysis.findings.features import Features
 from tracelens.analysis.findings.timeline import Timeline
 
 _LOOKBACK = 8  # blocks checked back for a dependency before assuming one
-BASES = ("fingerprints", "observed", "loop", "loop-unknown", "fingerprints-partial")
+BASES = (
+    "fingerprints",
+    "observed",
+    "loop",
+    "loop-unknown",
+    "fingerprints-partial",
+    "recorded",
+)
 
 
 def _shift(x: np.ndarray, fill: object) -> np.ndarray:
@@ -49,7 +57,9 @@ def _starts(flags: np.ndarray) -> np.ndarray:
     return np.cumsum(flags) - 1
 
 
-def hops(tl: Timeline, fe: Features, spans: pl.DataFrame) -> pl.DataFrame:
+def hops(
+    tl: Timeline, fe: Features, spans: pl.DataFrame, fixed: np.ndarray | None = None
+) -> pl.DataFrame:
     """Waited-on children in runs of two or more movable hops: run, block, position."""
     c = tl.kids
     if len(c) == 0:
@@ -59,6 +69,8 @@ def hops(tl: Timeline, fe: Features, spans: pl.DataFrame) -> pl.DataFrame:
     rank = pos - tl.koff[p]
     sequential = tl.lp[c] == rank  # every earlier sibling had ended when it started
     barrier = fe.cpu[c] | (fe.model[c] & ~fe.instrumented[c]) | (fe.write[c] >= 0)
+    if fixed is not None:
+        barrier |= fixed[c]  # polls: each waits for the previous answer, what follows for them
     brk = (rank == 0) | ~sequential | barrier | _shift(barrier, False)
     run = _starts(brk)
     keep = (np.bincount(run)[run] > 1) & ~barrier
@@ -82,6 +94,8 @@ def hops(tl: Timeline, fe: Features, spans: pl.DataFrame) -> pl.DataFrame:
             "paged": fe.paged[c[k]],
             "covered": fe.covered[c[k]],
             "text": fe.text_result[c[k]],
+            "decision": fe.decision[c[k]],
+            "model": fe.model[c[k]],
             "unknown_kind": unknown[k],
             "run": run[k],
             "block": block[k],
@@ -96,12 +110,20 @@ def _fps_deps(h: pl.DataFrame, spans: pl.DataFrame) -> np.ndarray:
     hop's result fingerprints (a value, a nested field, a JSON field or a token of a text
     result) that was not among that hop's own arguments.  *Shared resource*: it takes an
     argument value that the earlier hop also took, and the earlier hop is not known to only read
-    (a patch applied to a repo, then the tests run on it: the data flows through the file
-    system, not the arguments).  The marker
-    entries (``OPAQUE_FP``, ``TEXT_FP``) are no values and link nothing.
+    or answered yes/no (a patch applied to a repo, then the tests run on it: the data flows
+    through the file system, not the arguments; a permission check, then the fetch it guards).
+    The marker entries (``OPAQUE_FP``, ``TEXT_FP``) are no values and link nothing.
     """
     dep = np.full(h.height, -1, dtype=np.int64)
-    inst = h.select(pl.int_range(pl.len()).alias("_k"), "c", "run", "pos", "ro").filter(h["instr"])
+    inst = h.select(
+        pl.int_range(pl.len()).alias("_k"),
+        "c",
+        "run",
+        "pos",
+        # A boolean answer about a resource (may the user see this document? is this file
+        # clean?) gates what is done with it next, whatever the asking call is.
+        (pl.col("ro") & ~pl.col("decision")).alias("ro"),
+    ).filter(h["instr"])
     if inst.height == 0:
         return dep
     idx = inst["c"]
@@ -175,6 +197,32 @@ def _explained(h: pl.DataFrame, spans: pl.DataFrame) -> np.ndarray:
     ok = per["n"].fill_null(0) == per["m"].fill_null(0)
     out[per["_k"].to_numpy()] = ok.to_numpy()
     return out
+
+
+def _model_deps(h: pl.DataFrame) -> np.ndarray:
+    """Per hop: the latest earlier model call of its run when the hop took any argument that
+    was not there before the run (not its parent's, not an earlier hop's), or -1.  A model's
+    output may feed any later hop in a form no fingerprint shows (a phrase cut out of it,
+    reworded): unless every argument is accounted for, the hop waits for the model.  And a
+    model call likewise waits for the hop before it."""
+    run = h["run"].to_numpy()
+    pos = h["pos"].to_numpy()
+    latest = np.maximum.accumulate(np.where(h["model"].to_numpy(), pos, -1))
+    prev = np.concatenate([[-1], latest[:-1]])
+    rfirst = np.concatenate([[True], run[1:] != run[:-1]])
+    run0 = pos[rfirst][_starts(rfirst)]
+    explained = h["explained"].to_numpy()
+    waits = (prev >= run0) & ~explained
+    dep = np.where(waits, prev, -1)
+    # The other way round: a model call's input is the conversation so far, built from what
+    # came before it (a prompt quoting search results shows in no fingerprint): unless its
+    # every argument was there before the run, it waits for the hop before it.
+    model = h["model"].to_numpy()
+    after = np.zeros(len(pos), dtype=bool)
+    after[1:] = run[1:] == run[:-1]
+    follows = model & after & ~explained
+    dep[follows] = np.maximum(dep[follows], pos[np.flatnonzero(follows) - 1])
+    return dep
 
 
 def _paged_deps(h: pl.DataFrame) -> np.ndarray:
@@ -321,7 +369,7 @@ _EVIDENCE_SCHEMA = {
 
 def _name_deps(
     h: pl.DataFrame, tl: Timeline, fe: Features, fps: np.ndarray
-) -> tuple[np.ndarray, pl.DataFrame]:
+) -> tuple[np.ndarray, pl.DataFrame, np.ndarray]:
     """Per hop: the last hop of the latest earlier block it depends on by the rule for hops
     without fingerprints (different operations, no overlap seen anywhere), or -1.
 
@@ -344,6 +392,11 @@ def _name_deps(
     m = len(heads)
     dep = np.full(m, -1, dtype=np.int64)
     open_ = np.ones(m, dtype=bool)
+    recorded = np.zeros(m, dtype=bool)
+    c_all = h["c"].to_numpy()
+    c_head = c_all[heads]
+    c_last = c_all[np.append(heads[1:], h.height) - 1]
+    c_args_last = c_last
     seen: list[pl.DataFrame] = []
     # Pairs as one 64-bit hash each, so the per-round set operations stay in NumPy.
     free_pairs = np.zeros(0, dtype=np.uint64)
@@ -386,10 +439,69 @@ def _name_deps(
                 ]
             )
         free = np.isin(cand, free_pairs)
+        # Without order evidence, recorded values can still show independence: both calls
+        # recorded their arguments and the earlier one its result, and nothing of that result
+        # is in the later one's arguments.  Medium: a reworded value would not show.
+        look = np.flatnonzero(~free)
+        if len(look):
+            unlinked = _recorded_unlinked(
+                fe, c_last[ii[look]], c_head[ji[look]], c_args_last[ii[look]]
+            )
+            shown = look[unlinked]
+            recorded[ji[shown]] = True
+            free[shown] = True
         dep[ji[~free]] = last_pos[ii[~free]]
         open_[ji[~free]] = False
     evidence = pl.concat(seen) if seen else pl.DataFrame(schema=_EVIDENCE_SCHEMA)
-    return dep[bid], evidence
+    return dep[bid], evidence, recorded[bid]
+
+
+_TOKEN = r"[A-Za-z0-9_@./:+-]{2,}|[0-9]+"
+
+
+def _recorded_unlinked(
+    fe: Features, a: np.ndarray, b: np.ndarray, a_args: np.ndarray
+) -> np.ndarray:
+    """Per pair of spans (a before b): both recorded their arguments, a its result, no token of
+    a's arguments is in b's when a may change state, and no token of a's result (2+ characters
+    or a number, not one a took as an argument itself) occurs in b's arguments."""
+    args, out = fe.recorded_args, fe.recorded_result
+    frame = pl.DataFrame(
+        {
+            "k": np.arange(len(a)),
+            "out": out.gather(a),
+            "own": args.gather(a_args),
+            "arg": args.gather(b),
+            # A call not known to only read may change what its arguments name (a ticket
+            # moved to another state, then read): the resource links it to what takes it next.
+            "writes": ~fe.read_only[a] | fe.decision[a],
+        }
+    )
+    known = frame["out"].is_not_null() & frame["arg"].is_not_null() & frame["own"].is_not_null()
+    hit = np.zeros(len(a), dtype=bool)
+    if not known.any():
+        return hit
+    toks = (
+        frame.filter(known)
+        .with_columns(pl.col("out").str.extract_all(_TOKEN).alias("tok"))
+        .explode("tok")
+        .drop_nulls("tok")
+        .filter(~pl.col("own").str.contains(pl.col("tok"), literal=True))
+        .with_columns(pl.col("arg").str.contains(pl.col("tok"), literal=True).alias("in_b"))
+        .group_by("k")
+        .agg(pl.col("in_b").any())
+    )
+    shared = (
+        frame.filter(known & pl.col("writes"))
+        .with_columns(pl.col("own").str.extract_all(_TOKEN).alias("tok"))
+        .explode("tok")
+        .drop_nulls("tok")
+        .filter(pl.col("arg").str.contains(pl.col("tok"), literal=True))
+    )
+    linked = np.zeros(len(a), dtype=bool)
+    linked[toks.filter("in_b")["k"].to_numpy()] = True
+    linked[shared["k"].to_numpy()] = True
+    return known.to_numpy() & ~linked
 
 
 def _pair_hash(pop: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -428,21 +540,24 @@ def _chains(h: pl.DataFrame) -> np.ndarray:
     return chain
 
 
-def groups(tl: Timeline, fe: Features, spans: pl.DataFrame) -> tuple[pl.DataFrame, pl.DataFrame]:
+def groups(
+    tl: Timeline, fe: Features, spans: pl.DataFrame, fixed: np.ndarray | None = None
+) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Hops with their group (``gs``: the position the group starts at), in-group chain
     (``chain``, a position, or null) and confidence; and the overlap evidence used."""
-    h = hops(tl, fe, spans)
+    h = hops(tl, fe, spans, fixed)
     if h.height == 0:
         return h, pl.DataFrame(schema=_EVIDENCE_SCHEMA)
-    fps = np.maximum(_fps_deps(h, spans), _paged_deps(h))
-    names, evidence = _name_deps(h, tl, fe, fps)
+    h = h.with_columns(pl.Series("explained", _explained(h, spans)))
+    fps = np.maximum(np.maximum(_fps_deps(h, spans), _paged_deps(h)), _model_deps(h))
+    names, evidence, recorded = _name_deps(h, tl, fe, fps)
     run = h["run"].to_numpy()
     pos = h["pos"].to_numpy()
     rfirst = np.concatenate([[True], run[1:] != run[:-1]])
     run0 = pos[rfirst][_starts(rfirst)]
     # Positions grow through runs, so one running max over everything is the per-run one.
     gs = np.maximum.accumulate(np.maximum(np.maximum(fps, names) + 1, run0))
-    h = h.with_columns(pl.Series("explained", _explained(h, spans)))
+    h = h.with_columns(pl.Series("recorded", recorded))
     chain = _chains(h)
     chain = np.where(chain >= gs, chain, -1)
     h = h.with_columns(
@@ -470,8 +585,11 @@ def _with_confidence(h: pl.DataFrame) -> pl.DataFrame:
     # every member fingerprinted (no opaque value, no list cut off) and no member's result free
     # text or unrecorded (a phrase taken out of it shows in no fingerprint).
     # (A member whose every argument was there before the run took nothing out of any text.)
+    # A boolean result is a decision: what follows may be control-dependent on it, whatever
+    # its arguments say.
     complete = (
         np.minimum.reduceat(h["covered"].to_numpy(), heads)
+        & ~np.maximum.reduceat(h["decision"].to_numpy(), heads)
         & (
             ~np.maximum.reduceat(h["text"].to_numpy(), heads)
             | np.minimum.reduceat(h["explained"].to_numpy() | (pos == gs), heads)
@@ -483,10 +601,15 @@ def _with_confidence(h: pl.DataFrame) -> pl.DataFrame:
     same_block = np.zeros(n, dtype=bool)
     same_block[1:] = (block[1:] == block[:-1]) & (gid[1:] == gid[:-1])
     lead = (pos == gs) | h["chain"].is_not_null().to_numpy()
+    recorded = np.maximum.reduceat(h["recorded"].to_numpy(), heads)[gid]
     level = np.where(
         lead | (all_instr & complete),
         2,
-        np.where(all_instr, 1, np.where(same_block, np.where(keys_known, 1, 0), 2)),
+        np.where(
+            all_instr,
+            1,
+            np.where(same_block, np.where(keys_known, 1, 0), np.where(recorded, 1, 2)),
+        ),
     )
     basis = np.where(
         lead,
@@ -497,7 +620,7 @@ def _with_confidence(h: pl.DataFrame) -> pl.DataFrame:
             np.where(
                 same_block,
                 np.where(keys_known, BASES.index("loop"), BASES.index("loop-unknown")),
-                BASES.index("observed"),
+                np.where(recorded, BASES.index("recorded"), BASES.index("observed")),
             ),
         ),
     )

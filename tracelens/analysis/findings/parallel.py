@@ -29,7 +29,7 @@ N_PLUS_ONE_MIN_CALLS = 4
 N_PLUS_ONE_MIN_DISTINCT = 3
 
 
-MIN_OBSERVED = 3  # parents where two operations overlapped or swapped, for high confidence
+MIN_OBSERVED = 2  # parents where two operations overlapped or swapped, for high confidence
 
 
 def _group_table(h: pl.DataFrame) -> pl.DataFrame:
@@ -263,6 +263,15 @@ def _basis_evidence(basis: set[str], n_over: int, n_both: int, n_min: int) -> li
             Evidence(
                 "loop",
                 "repeated calls of one operation with different arguments (a loop over items)",
+            )
+        )
+    if "recorded" in basis:
+        out.append(
+            Evidence(
+                "recorded_values_unlinked",
+                "the hops recorded their arguments and results (gen_ai.tool.call.*, query "
+                "text, URLs) and nothing of an earlier hop's result is in a later hop's "
+                "arguments (a reworded value would not show: medium at most)",
             )
         )
     if "loop-unknown" in basis:

@@ -148,7 +148,47 @@ def failed_mask(failed: np.ndarray) -> np.ndarray:
 
 
 _POLL_NAME = r"(?i)(^|[^a-z])(poll|polling|status|state|progress|is_?ready|is_?done)([^a-z]|$)"
+_SLEEP_NAME = r"(?i)(^|[^a-z])(sleep|sleeping|wait|waiting|backoff|delay|pause)([^a-z]|$)"
 _CACHE_KEY_SOURCES = {KEY_SOURCES[0], KEY_SOURCES[1], KEY_SOURCES[2], KEY_SOURCES[3]}
+
+
+@dataclass
+class Repeats:
+    """Reads and what they repeat, shared by the polling and the cacheable finders."""
+
+    b: np.ndarray  # keyed reads, in (key, start) order
+    a: np.ndarray  # the previous call with the same key, -1 for the first
+    polled: np.ndarray  # per ``b``: a poll (a repeat in one trace across a wait, a status read)
+    polling: np.ndarray  # per span: takes part in polling (the polls and what they repeat)
+
+
+def find_repeats(tl: Timeline, fe: Features, spans: pl.DataFrame, retry: np.ndarray) -> Repeats:
+    """Reads repeated with the same key, and which of them poll.
+
+    The key of a call is its operation, its arguments and who asked (the trace's caller
+    identity: ``enduser.id``, ``user.id``, ``session.id``, an authorization header, ...): a
+    cached answer for one caller is not an answer for another.  A repeat in one trace under
+    the same parent polls when a sleep or wait lies between the two calls or the operation
+    reads a status (its name says poll, status, progress, ...): each
+    such call is made because the previous answer said "not yet", and what follows waits for
+    the last one (the polling finder reports them; the parallel finder never moves them).
+    """
+    # A wait (queue slot, lock, sleep) with the same arguments is not a result to cache.
+    waiting = (spans["kind_resolved"] == "wait").to_numpy()
+    reads = np.flatnonzero(fe.has_key & (fe.write < 0) & ~waiting)
+    # Between two polls: a sleep, backoff or wait by name (a measured "wait" may be any slow
+    # network call).
+    sleeping = spans["name"].str.contains(_SLEEP_NAME).fill_null(False).to_numpy()
+    ckey = np.where(fe.identity != 0, fe.key * _MIX + fe.identity, fe.key)
+    pv = _previous(tl, fe, reads, same_trace=False, key=ckey)
+    b, a = pv.rows, pv.prev
+    a0 = np.maximum(a, 0)
+    polled = (a >= 0) & (tl.trace[a0] == tl.trace[b]) & ~retry[b] & ~fe.error[b]
+    polled[polled] = _polled(tl, spans, a0[polled], b[polled], sleeping)
+    polling = np.zeros(tl.n, dtype=bool)
+    polling[b[polled]] = True
+    polling[a0[polled]] = True
+    return Repeats(b=b, a=a, polled=polled, polling=polling)
 
 
 def cacheable_candidates(
@@ -157,27 +197,17 @@ def cacheable_candidates(
     spans: pl.DataFrame,
     retry: np.ndarray,
     window_s: float = DEFAULT_WINDOW_S,
+    rp: Repeats | None = None,
 ) -> list[Candidate]:
     """One ``cacheable`` finding per read operation a cache would really serve, and one
-    ``polling`` finding per read repeated in one trace across a sleep or wait.
-
-    The key of a call is its operation, its arguments and who asked (the trace's caller
-    identity: ``enduser.id``, ``user.id``, ``session.id``, an authorization header, ...): a
-    cached answer for one caller is not an answer for another.
-    """
-    # A wait (queue slot, lock, sleep) with the same arguments is not a result to cache.
-    waiting = (spans["kind_resolved"] == "wait").to_numpy()
-    reads = np.flatnonzero(fe.has_key & (fe.write < 0) & ~waiting)
-    ckey = np.where(fe.identity != 0, fe.key * _MIX + fe.identity, fe.key)
-    pv = _previous(tl, fe, reads, same_trace=False, key=ckey)
-    b, a = pv.rows, pv.prev
+    ``polling`` finding per read that polls (see :func:`find_repeats`)."""
+    rp = rp or find_repeats(tl, fe, spans, retry)
+    b, a, polled = rp.b, rp.a, rp.polled
     has_prev = a >= 0
     a0 = np.maximum(a, 0)
     same_trace = tl.trace[a0] == tl.trace[b]
     in_window = same_trace | (tl.start[b] - tl.start[a0] <= window_s * 1e9)
     repeat = has_prev & in_window & ~retry[b] & ~fe.error[b]
-    polled = repeat & same_trace
-    polled[polled] = _polled(tl, spans, a0[polled], b[polled], waiting)
     poll_ops = np.unique(fe.op[b[polled]])
     out = _polling(tl, fe, spans, b[polled])
     # Every call of a polled operation is left to the polling finding.
@@ -207,8 +237,8 @@ def cacheable_candidates(
 def _polled(
     tl: Timeline, spans: pl.DataFrame, a: np.ndarray, b: np.ndarray, waiting: np.ndarray
 ) -> np.ndarray:
-    """Repeats ``b`` of ``a`` that poll: under the same parent with a sleep or wait between
-    them, or a status-like read (its name says poll, status, progress, ...)."""
+    """Repeats ``b`` of ``a`` (same trace) that poll: under the same parent with a sleep or
+    wait between them, or a status-like read."""
     same_parent = (tl.parent[a] == tl.parent[b]) & (tl.parent[b] >= 0)
     # Waited-on children are contiguous per parent in start order: count the waits between.
     w = np.zeros(len(tl.kids) + 1, dtype=np.int64)
@@ -344,9 +374,10 @@ def _cacheable(
         identical = False
     sources = {KEY_SOURCES[int(s)] for s in np.unique(fe.key_source[hit_rows]) if s >= 0}
     identity = bool((fe.identity[hit_rows] != 0).all())
+    read_only = bool(fe.read_only[hit_rows].all())
     if identical is None:
         confidence = "low"
-    elif identical and sources <= _CACHE_KEY_SOURCES:
+    elif identical and read_only and sources <= _CACHE_KEY_SOURCES:
         confidence = "high"
     else:
         confidence = "medium"
@@ -388,6 +419,14 @@ def _cacheable(
             f"that would have filled the cache entry; {count(outside, 'repeat')} fell outside it",
         )
     )
+    if not read_only:
+        evidence.append(
+            Evidence(
+                "not_known_read_only",
+                f"nothing says {name} only reads (an HTTP GET, a SELECT, a reading verb in its "
+                "name): if it changes state, a cache would skip that: medium at most",
+            )
+        )
     evidence.append(
         Evidence(
             "caller_identity_in_key",

@@ -28,7 +28,7 @@ The model (all times are the observed ones unless said otherwise):
   that much after its lead did, as if that work ran first.  Spans that followed a group member
   keep depending on all of them, so they wait for the slowest (the join).
 * A trace's latency is the duration of its main root, chosen among the re-timed roots by the
-  rule of ``tree.main_roots`` (shared/spec/critical-path.md, rule 1).
+  rule of ``tree.main_roots`` (docs/critical-path.md, rule 1).
 
 With no change the model reproduces every observed time exactly, and since every rule is a max
 of sums with non-negative coefficients, a change that only shortens spans or starts them earlier
