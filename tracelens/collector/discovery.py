@@ -1,6 +1,8 @@
 """``<db>.collector.json``: how another process finds the collector that holds a store.
 
-Written (mode 0600, atomically) once the listeners are bound, removed at shutdown.  It holds the
+Written once the listeners are bound, removed at shutdown: created with O_EXCL | O_NOFOLLOW, mode
+0600, under a fresh temporary name (so a planted file or symlink is never followed or reused), then
+renamed over the final name (a rename replaces a symlink, never writes through it).  It holds the
 HTTP address, the process id and the token, so ``tracelens analyze --db`` can read through the
 collector without being told anything; a file left by a killed collector is recognised by its dead
 process id (or a refused connection) and ignored.
@@ -11,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Final
 
 
 @dataclass(frozen=True)
@@ -27,13 +31,23 @@ def info_path(db: str | os.PathLike[str]) -> Path:
     return Path(f"{os.fspath(db)}.collector.json")
 
 
+_CREATE: Final = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
+
+
 def publish(db: str, info: CollectorInfo) -> Path:
     path = info_path(db)
-    tmp = path.with_name(path.name + f".{os.getpid()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as out:
-        json.dump(info.__dict__, out)
-    os.replace(tmp, path)
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(tmp, _CREATE, 0o600)
+    try:
+        with os.fdopen(fd, "w") as out:
+            json.dump(info.__dict__, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
     return path
 
 
@@ -45,7 +59,9 @@ def withdraw(db: str) -> None:
 def find(db: str | os.PathLike[str]) -> CollectorInfo | None:
     """The running collector of ``db``, if its file names a live process."""
     try:
-        raw = json.loads(info_path(db).read_text())
+        fd = os.open(info_path(db), os.O_RDONLY | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0))
+        with os.fdopen(fd, "rb") as src:
+            raw = json.loads(src.read(65_536))
         info = CollectorInfo(int(raw["pid"]), str(raw["http"]), raw.get("grpc"), raw.get("token"))
     except (OSError, ValueError, KeyError, TypeError):
         return None

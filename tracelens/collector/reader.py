@@ -42,13 +42,25 @@ def read_store(
         try:
             if journal.segments(path):
                 with DuckDBStore(path) as store:
-                    recover(store, path)
+                    _recover(store, path)
             with DuckDBStore(path, read_only=True) as store:
                 return store.read(columns, start_ns=start_ns, end_ns=end_ns)
         except StoreError as exc:
             if not _locked(exc) or time.monotonic() > deadline:
                 raise
         time.sleep(0.1)
+
+
+def _recover(store: DuckDBStore, path: str) -> None:
+    try:
+        recover(store, path)
+    except StoreError as exc:
+        if _locked(exc):
+            raise
+        raise StoreError(
+            f"{path}: cannot merge the collector's journal (acknowledged spans not yet in the "
+            f"store) into it: {exc}; free disk space and retry (the journal is kept)"
+        ) from None
 
 
 def _locked(exc: StoreError) -> bool:
