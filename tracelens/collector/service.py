@@ -90,6 +90,7 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
     budget = Budget(config.max_inflight_bytes)
     http = HttpServer(config, routes, routes.refuse, stats, budget)
     grpc_server: GrpcServer | None = None
+    publisher: asyncio.Task[None] | None = None
     try:
         host, port = split_address(config.http, 4318)
         http_port = await http.start(host, port)
@@ -99,9 +100,12 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
             ghost, gport = split_address(config.grpc, 4317)
             grpc_server = GrpcServer(ingest, config.token, budget)
             grpc_address = f"{_url_host(ghost)}:{await grpc_server.start(ghost, gport)}"
-        discovery.publish(
-            config.db, discovery.CollectorInfo(os.getpid(), http_url, grpc_address, config.token)
-        )
+        info = discovery.CollectorInfo(os.getpid(), http_url, grpc_address, config.token)
+        try:
+            discovery.publish(config.db, info)
+        except OSError as exc:  # a full disk: serve anyway, and publish once there is room
+            announce(f"degraded: cannot write {discovery.info_path(config.db)} yet ({exc})")
+            publisher = asyncio.create_task(_publish_later(config.db, info))
         announce(f"store {os.path.abspath(config.db)}")
         announce(f"OTLP/HTTP listening on {http_url}")
         if grpc_address:
@@ -111,6 +115,8 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
         announce("stopping: draining requests in progress")
     finally:
         stopped = _watchdog(config.drain_timeout_s + SHUTDOWN_GRACE_S, config.db)
+        if publisher is not None:
+            publisher.cancel()
         routes.draining = True
         ingest.accepting = False
         await http.close(config.drain_timeout_s)
@@ -132,6 +138,14 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
     announce(
         f"stopped: {snapshot['spans_stored']} spans stored, {snapshot['spans_rejected']} rejected"
     )
+
+
+async def _publish_later(db: str, info: discovery.CollectorInfo) -> None:
+    while True:
+        await asyncio.sleep(1.0)
+        with contextlib.suppress(OSError):
+            discovery.publish(db, info)
+            return
 
 
 def _watchdog(seconds: float, db: str) -> threading.Event:
