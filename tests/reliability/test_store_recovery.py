@@ -5,9 +5,11 @@ are private."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -27,8 +29,9 @@ from reliability.durable_support import (
 from test_collector_support import ROOT, free_port
 
 from tracelens.collector import discovery, journal
-from tracelens.collector.merger import CLOSE_MERGE_S
+from tracelens.collector.merger import CLOSE_MERGE_S, Merger
 from tracelens.collector.otlp import decode_record
+from tracelens.collector.stats import Stats
 from tracelens.errors import StoreError
 from tracelens.store import DuckDBStore
 
@@ -195,3 +198,45 @@ def test_a_full_disk_at_first_start_is_one_clear_line(tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr, done.stderr
     assert "No space left" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+class _FailingStore:
+    """A store whose first ``failures`` merges fail like a full disk; records when each came."""
+
+    def __init__(self, store: DuckDBStore, failures: int) -> None:
+        self.store, self.failures = store, failures
+        self.calls: list[float] = []
+
+    def append_new(self, spans: pa.Table) -> int:
+        self.calls.append(time.monotonic())
+        if len(self.calls) <= self.failures:
+            raise StoreError("storing spans failed: No space left on device")
+        return self.store.append_new(spans)
+
+
+def test_failed_merges_back_off_resume_and_leave_no_empty_segment(tmp_path: Path) -> None:
+    db = str(tmp_path / "m.duckdb")
+    store, stats = DuckDBStore(db), Stats()
+    failing = _FailingStore(store, failures=4)
+    jour, lock = journal.Journal(db), threading.Lock()
+    merger = Merger(failing, jour, stats, lock)  # type: ignore[arg-type]
+    sent = Bodies.make(3, 100, salt=6)
+    try:
+        for body in sent.bodies:
+            with lock:
+                jour.append([(journal.PROTOBUF, body)])
+                merger.add([decode_record(journal.PROTOBUF, body)])
+        assert not merger.flush(5)  # answers at once while merges fail: False, not a hang
+        assert "store" in stats.degraded()
+        assert len(journal.segments(db)) == 1  # retries add no segment
+        assert wait_for(lambda: merger.flush(0.1), 30)
+        assert stats.degraded() == {}
+        assert not journal.segments(db)
+    finally:
+        merger.close()
+        jour.close()
+    gaps = [b - a for a, b in itertools.pairwise(failing.calls)]
+    assert len(failing.calls) == 5
+    assert all(later > earlier * 1.5 for earlier, later in itertools.pairwise(gaps)), gaps
+    assert store.count() == 300
+    store.close()

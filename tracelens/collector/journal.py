@@ -127,11 +127,14 @@ class Journal:
         cut back to what was durable before, and the next append starts a new segment."""
         data = b"".join(_record(kind, body) for kind, body in records)
         try:
-            if self._fd is None:
+            new = self._fd is None
+            if new:
                 self._open()
             assert self._fd is not None
             self._write_all(self._fd, data)
             os.fsync(self._fd)
+            if new:
+                _sync_dir(self.dir)  # the new segment's name survives a crash too
         except OSError as exc:
             self._give_up()
             raise JournalError(exc.errno, f"cannot write the journal in {self.dir}: {exc}") from exc
@@ -170,9 +173,7 @@ class Journal:
         flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | getattr(os, "O_NOFOLLOW", 0)
         fd = os.open(path, flags, _FILE_MODE)
         self._fd, self._path, self._size, self._records = fd, path, 0, 0
-        self._write_all(fd, memoryview(SEGMENT_MAGIC))
-        os.fsync(fd)
-        _sync_dir(self.dir)  # the new name survives a crash too
+        self._write_all(fd, memoryview(SEGMENT_MAGIC))  # synced with the first records
         self._size = len(SEGMENT_MAGIC)
 
     def _write_all(self, fd: int, data: bytes | memoryview) -> None:
@@ -221,12 +222,11 @@ def _record(kind: int, body: bytes) -> bytes:
 
 
 def _sync_dir(folder: Path) -> None:
-    with contextlib.suppress(OSError):
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _unlink(path: Path) -> None:

@@ -157,8 +157,8 @@ class Routes:
         if not merger.flush(FLUSH_S):  # every acknowledged span is in the store first
             why = merger.failure or f"merging took over {FLUSH_S:.0f} s"
             raise _Unavailable(
-                "the collector cannot bring every acknowledged span into its store now "
-                f"({why}); they are safe in its journal: retry when its /health says ok"
+                "the collector cannot bring every acknowledged span into its store now (they "
+                f"are safe in its journal): retry when its /health says ok; {why}"
             )
         table = self._reader.read(columns, start_ns=start_ns, end_ns=end_ns)
         sink = pa.BufferOutputStream()
