@@ -240,3 +240,21 @@ def test_failed_merges_back_off_resume_and_leave_no_empty_segment(tmp_path: Path
     assert all(later > earlier * 1.5 for earlier, later in itertools.pairwise(gaps)), gaps
     assert store.count() == 300
     store.close()
+
+
+def test_the_stop_watchdog_ends_a_wedged_process_at_its_bound(tmp_path: Path) -> None:
+    """What bounds SIGTERM when something below the collector never returns: here the main
+    thread sleeps far past the bound, and the watchdog still ends the process, exit status 1."""
+    script = (
+        "import time\n"
+        "from tracelens.collector.service import _watchdog\n"
+        f"_watchdog(1.0, {str(tmp_path / 't.duckdb')!r})\n"
+        "time.sleep(60)\n"
+    )
+    began = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=ROOT, timeout=30
+    )
+    took = time.monotonic() - began
+    assert done.returncode == 1 and took < 20, (done.returncode, took, done.stderr)
+    assert "could not stop in 1 s" in done.stderr
