@@ -59,8 +59,10 @@ def resize(where: Path, size_mb: int) -> None:
     subprocess.run(["mount", "-o", f"remount,size={size_mb}M", str(where)], check=True)
 
 
-def fill(where: Path, name: str = "filler") -> Path:
-    """Fill the filesystem at ``where`` to the last block (ENOSPC); returns the filler file."""
+def fill(where: Path, name: str = "filler", leave: int = 0) -> Path:
+    """Fill the filesystem at ``where`` to the last block (ENOSPC), then give back ``leave``
+    bytes: less than a request's record, so the next journal write is cut short (the bug this
+    guards against: a short write taken for a whole one).  Returns the filler file."""
     path = where / name
     chunk = 1 << 20
     with open(path, "ab", buffering=0) as out:
@@ -71,6 +73,8 @@ def fill(where: Path, name: str = "filler") -> Path:
                 if exc.errno != errno.ENOSPC:
                     raise
                 chunk //= 4
+        if leave:
+            out.truncate(max(out.tell() - leave, 0))
     return path
 
 

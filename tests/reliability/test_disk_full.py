@@ -233,7 +233,7 @@ def test_disk_full_under_load_then_kill_9_more_space_and_restart(tmp_path: Path)
         try:
             with _Load(col.url, sent, clients=4) as load:
                 assert wait_for(lambda: load.count(200) >= 20, 30)
-                fill(fs)  # the disk is full now, under load
+                fill(fs, leave=24_576)  # full now, under load, but for a part of a record
                 assert wait_for(lambda: load.count(503) >= 20, 30), load.status
                 # the spans acknowledged before the fill cannot be merged either
                 assert wait_for(lambda: "store:" in health(col.url).get("reason", ""), 10)
@@ -264,7 +264,7 @@ def test_space_returned_while_running_merging_resumes_and_health_recovers(tmp_pa
         try:
             with _Load(col.url, sent, clients=4) as load:
                 assert wait_for(lambda: load.count(200) >= 20, 30)
-                filler = fill(fs)
+                filler = fill(fs, leave=24_576)
                 assert wait_for(lambda: load.count(503) >= 20, 30)
                 # the spans acknowledged before the fill cannot be merged either
                 assert wait_for(lambda: "store:" in health(col.url).get("reason", ""), 10)
