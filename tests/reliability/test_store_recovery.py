@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -15,6 +16,7 @@ from pathlib import Path
 
 import httpx
 import pyarrow as pa
+import pytest
 from reliability.durable_support import (
     PROTO,
     Bodies,
@@ -258,3 +260,23 @@ def test_the_stop_watchdog_ends_a_wedged_process_at_its_bound(tmp_path: Path) ->
     took = time.monotonic() - began
     assert done.returncode == 1 and took < 20, (done.returncode, took, done.stderr)
     assert "could not stop in 1 s" in done.stderr
+
+
+def test_a_collector_that_never_answers_is_reported_not_mistaken_for_a_lock(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live collector whose HTTP side hangs: the read says so after the timeout, instead of
+    trying the file it holds and failing with DuckDB's "Conflicting lock"."""
+    from tracelens.collector import reader
+
+    db = tmp_path / "t.duckdb"
+    with socket.socket() as silent:  # accepts connections (backlog) and never answers
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        discovery.publish(str(db), discovery.CollectorInfo(os.getpid(), url, None, None))
+        monkeypatch.setattr(reader, "READ_TIMEOUT_S", 1.0)
+        began = time.monotonic()
+        with pytest.raises(StoreError, match="did not answer within 1 s"):
+            reader.read_store(str(db), ["span_id"])
+    assert time.monotonic() - began < 10

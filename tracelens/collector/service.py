@@ -68,7 +68,7 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
         recovered = await asyncio.get_running_loop().run_in_executor(
             None, recover, store, config.db
         )
-    except StoreError as exc:
+    except (StoreError, OSError) as exc:
         recovered = 0
         announce(
             f"degraded: cannot merge the journal of a previous run into the store yet ({exc}); "

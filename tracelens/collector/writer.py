@@ -27,7 +27,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from tracelens.collector.journal import Journal
-from tracelens.collector.merger import Merger
+from tracelens.collector.merger import CLOSE_MERGE_S, Merger
 from tracelens.collector.stats import Stats
 from tracelens.store import DuckDBStore
 
@@ -104,7 +104,7 @@ class BatchWriter:
             self._cond.notify()
         return True
 
-    def close(self, merge_timeout: float | None = None) -> None:
+    def close(self, merge_timeout: float = CLOSE_MERGE_S) -> None:
         """Journal and answer everything queued, merge everything (giving up after
         ``merge_timeout`` if the store keeps failing: it stays journaled), then stop both
         threads."""
@@ -112,10 +112,7 @@ class BatchWriter:
             self._closing = True
             self._cond.notify()
         self._thread.join()
-        if merge_timeout is None:
-            self.merger.close()
-        else:
-            self.merger.close(merge_timeout)
+        self.merger.close(merge_timeout)
         with self._journal_lock:
             self._journal.close()
 
