@@ -137,7 +137,8 @@ class Journal:
                 _sync_dir(self.dir)  # the new segment's name survives a crash too
         except OSError as exc:
             self._give_up()
-            raise JournalError(exc.errno, f"cannot write the journal in {self.dir}: {exc}") from exc
+            why = exc.strerror or str(exc)
+            raise JournalError(exc.errno, f"cannot write the journal in {self.dir}: {why}") from exc
         self._size += len(data)
         self._records += len(records)
 
@@ -196,7 +197,8 @@ class Journal:
         except OSError:
             pass  # the torn bytes stay; replay resyncs past them (see the module's docstring)
         finally:
-            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.close(fd)
             self._fd, self._path = None, None
         if self._records:
             self._closed.append(path)

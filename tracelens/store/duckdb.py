@@ -126,9 +126,11 @@ class DuckDBStore:
                 self._con.execute(statement, params)
             self._init_schema()
             self._reader = self._con.cursor()
-        except duckdb.Error as exc:
+        except (duckdb.Error, StoreError) as exc:
             with contextlib.suppress(duckdb.Error):
                 self._con.close()
+            if isinstance(exc, StoreError):
+                raise
             raise StoreError(f"{self.path}: cannot open the store: {_line(exc)}") from None
 
     def reopen(self) -> None:
