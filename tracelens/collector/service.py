@@ -60,6 +60,7 @@ def _stderr(line: str) -> None:
 
 
 async def _serve(config: CollectorConfig, announce: Announce) -> None:
+    stop = _on_signals()
     store = DuckDBStore(config.db)
     store.set_memory_limit(config.duckdb_memory)
     store.set_threads(config.duckdb_threads)
@@ -111,7 +112,7 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
         if grpc_address:
             announce(f"OTLP/gRPC listening on {grpc_address}")
         announce("ready")
-        await _wait_for_signal()
+        await stop.wait()
         announce("stopping: draining requests in progress")
     finally:
         stopped = _watchdog(config.drain_timeout_s + SHUTDOWN_GRACE_S, config.db)
@@ -166,7 +167,9 @@ def _watchdog(seconds: float, db: str) -> threading.Event:
     return stopped
 
 
-async def _wait_for_signal() -> None:
+def _on_signals() -> asyncio.Event:
+    """Set on SIGINT/SIGTERM.  Installed before anything is announced: a signal sent as soon as
+    ``ready`` is read must still stop the collector in order, not kill it."""
     loop = asyncio.get_running_loop()
     stop = asyncio.Event()
 
@@ -178,7 +181,7 @@ async def _wait_for_signal() -> None:
 
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, on_signal)
-    await stop.wait()
+    return stop
 
 
 def _url_host(host: str) -> str:
