@@ -7,8 +7,14 @@ plain one-second clock would merge ~70k spans at a time, under a row group, and 
 them through its WAL at twice the CPU per span; waiting for the lull (or three seconds) lets
 sustained load fill row groups while a trickle is still stored within about a second.
 
-A failed merge keeps its spans (they are in the journal too) and is retried; meanwhile the backlog
-counts against the queue limit, so the collector pushes back instead of growing.
+A failed merge (a full disk, an invalidated DuckDB) keeps its spans (they are in the journal too)
+and is retried after a bounded exponential backoff (``RETRY_S`` doubling up to ``RETRY_MAX_S``):
+it resumes by itself once space returns, without a restart; the store reopens an invalidated
+database on the retry.  Meanwhile the backlog counts against the queue limit, so the collector
+pushes back instead of growing, and ``Stats`` reports the store as degraded (``/health``).  The
+same loop replays the journal a previous run left (``backlog``) when start-up could not.  At
+shutdown a failing merge is retried for ``CLOSE_MERGE_S`` at most; what is still unmerged then
+stays in the journal, for the next start.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -30,12 +37,19 @@ MERGE_ROWS = 131_072  # at least DuckDB's row group (122,880): written without i
 MERGE_INTERVAL_S = 1.0  # the oldest span's wait before a merge in a lull
 MERGE_IDLE_S = 0.25  # no request for this long: a lull
 MERGE_MAX_WAIT_S = 3.0  # the oldest span's wait before a merge in any case
-RETRY_S = 1.0
+RETRY_S = 0.5  # the first retry of a failed merge; doubled per failure
+RETRY_MAX_S = 30.0
+CLOSE_MERGE_S = 10.0  # at shutdown, how long failing merges are retried before giving up
 
 
 class Merger:
     def __init__(
-        self, store: DuckDBStore, jour: journal.Journal, stats: Stats, lock: threading.Lock
+        self,
+        store: DuckDBStore,
+        jour: journal.Journal,
+        stats: Stats,
+        lock: threading.Lock,
+        backlog: Iterable[Path] = (),
     ) -> None:
         self._store = store
         self._journal = jour
@@ -51,7 +65,16 @@ class Merger:
         self._merged = 0  # of which merged
         self._flush_to = 0
         self._closing = False
+        self._give_up_at = 0.0
         self._segments: list[Path] = []
+        self._backlog = list(backlog)  # segments of a previous run, not replayed yet
+        self._delay = 0.0  # the current backoff; 0 while merges succeed
+        self._retry_at = 0.0
+        self.failure: str | None = None  # the last merge's error, None once one succeeds
+        self._stopped = False
+        if self._backlog:
+            self.failure = "the journal of a previous run is not merged yet"
+            stats.set_degraded("store", self.failure)
         self._thread = threading.Thread(target=self._run, name="tracelens-merger", daemon=True)
         self._thread.start()
 
@@ -70,70 +93,128 @@ class Merger:
                 self._cond.notify()  # start the interval clock, or merge now
 
     def flush(self, timeout: float = 300.0) -> bool:
-        """Wait until everything handed over before this call is in the store."""
+        """Wait until everything handed over before this call is in the store.  False at once
+        while merges fail (the caller says so instead of waiting for the disk), or after
+        ``timeout``."""
         with self._cond:
             target = self._added
             self._flush_to = max(self._flush_to, target)
             self._cond.notify_all()
-            return self._cond.wait_for(lambda: self._merged >= target, timeout)
+            return self._cond.wait_for(
+                lambda: self._merged >= target or self.failure is not None or self._stopped,
+                timeout,
+            ) and (self._merged >= target and not self._backlog)
 
-    def close(self) -> None:
+    def close(self, timeout: float = CLOSE_MERGE_S) -> None:
+        """Merge what is left; give up after ``timeout`` if merges keep failing (it stays in the
+        journal for the next start)."""
         with self._cond:
             self._closing = True
+            self._give_up_at = time.monotonic() + timeout
             self._cond.notify_all()
         self._thread.join()
 
-    def _due(self) -> bool:
-        if not self._tables:
+    def _due(self, now: float) -> bool:
+        if self._backlog:
+            return now >= self._retry_at
+        if not self._tables or now < self._retry_at:
             return False
         return (
             self._closing
             or self._rows >= MERGE_ROWS
             or self._flush_to > self._merged
-            or time.monotonic() >= self._deadline()
+            or now >= self._deadline()
         )
 
     def _deadline(self) -> float:
         lull = max(self._oldest + MERGE_INTERVAL_S, self._newest + MERGE_IDLE_S)
         return min(lull, self._oldest + MERGE_MAX_WAIT_S)
 
+    def _wake_at(self) -> float | None:
+        times = []
+        if self._tables or self._backlog:
+            times.append(max(self._retry_at, self._deadline() if self._tables else 0.0))
+        if self._closing:
+            times.append(self._give_up_at)
+        return min(times) if times else None
+
     def _run(self) -> None:
         while True:
             with self._cond:
-                while not self._due():
-                    if self._closing:
+                while not self._due(now := time.monotonic()):
+                    if self._closing and (
+                        not (self._tables or self._backlog) or now >= self._give_up_at
+                    ):
+                        self._stopped = True
+                        self._cond.notify_all()  # flush waiters: nothing more will be merged
                         return
-                    wait = self._deadline() - time.monotonic() if self._tables else None
-                    self._cond.wait(wait if wait is None else max(wait, 0.01))
-            self._merge_once()
+                    wake = self._wake_at()
+                    self._cond.wait(None if wake is None else max(wake - now, 0.01))
+                if self._closing and now >= self._give_up_at:
+                    self._stopped = True
+                    self._cond.notify_all()
+                    return
+            if self._backlog:
+                self._replay_backlog()
+            else:
+                self._merge_once()
+
+    def _failed(self, what: str, exc: Exception) -> None:
+        """Back off (bounded, exponential) and report the store as degraded."""
+        self._delay = min(max(self._delay * 2, RETRY_S), RETRY_MAX_S)
+        log.error("%s failed (retrying in %.1f s): %s", what, self._delay, exc)
+        self._stats.add(store_errors=1)
+        self._stats.set_degraded("store", f"{what} failed: {exc}")
+        with self._cond:
+            self._retry_at = time.monotonic() + self._delay
+            self.failure = str(exc)
+            self._cond.notify_all()
+
+    def _succeeded(self) -> None:
+        if self._delay or self.failure is not None:
+            log.info("the store accepts writes again")
+        self._delay = 0.0
+        self._stats.set_degraded("store", None)
+        with self._cond:
+            self._retry_at = 0.0
+            self.failure = None
+
+    def _replay_backlog(self) -> None:
+        segment = self._backlog[0]
+        try:
+            replayed = replay(self._store, [segment])
+        except Exception as exc:
+            self._failed(f"merging the journal of a previous run ({segment.name})", exc)
+            return
+        self._stats.add(spans_recovered=replayed)
+        with self._cond:
+            self._backlog.pop(0)
+            if self._backlog:
+                return
+        log.info("the journal of a previous run is merged")
+        self._succeeded()
 
     def _merge_once(self) -> None:
-        with self._lock:  # the writer is not mid-append: the segment holds exactly these tables
-            segment = self._journal.rotate()
+        with self._lock:  # the writer is not mid-append: the segments hold exactly these tables
+            closed = self._journal.rotate()
             with self._cond:
                 tables, count = self._tables, len(self._tables)
                 nbytes = self.pending_bytes
                 self._tables, self._rows = [], 0
-        if segment is not None:
-            self._segments.append(segment)
+        self._segments.extend(closed)
         table = pa.concat_tables(tables)
         started = time.perf_counter()
         try:
             stored = self._store.append_new(table)
         except Exception as exc:
-            log.error(
-                "merging %d journaled spans into the store failed (will retry): %s",
-                table.num_rows,
-                exc,
-            )
-            self._stats.add(store_errors=1)
             with self._cond:
                 self._tables[:0] = tables
                 self._rows += table.num_rows
-                self._cond.wait(RETRY_S)
+            self._failed(f"merging {table.num_rows} journaled spans into the store", exc)
             return
         journal.remove(self._segments)
         self._segments = []
+        self._succeeded()
         self._stats.merge(time.perf_counter() - started, stored, table.num_rows - stored)
         with self._cond:
             self.pending_bytes -= nbytes
@@ -142,11 +223,17 @@ class Merger:
 
 
 def recover(store: DuckDBStore, db: str, chunk_rows: int = MERGE_ROWS) -> int:
-    """Merge what a stopped (or killed) collector left in the journal; returns spans replayed."""
+    """Merge what a stopped (or killed) collector left in the journal; returns spans replayed.
+    Raises (``StoreError``) when the store cannot take them; what is left stays in the journal."""
+    return replay(store, journal.segments(db), chunk_rows)
+
+
+def replay(store: DuckDBStore, segments: list[Path], chunk_rows: int = MERGE_ROWS) -> int:
+    """Merge ``segments`` into the store, removing each once it is stored; returns spans."""
     from tracelens.collector.otlp import decode_record
 
     replayed = 0
-    for segment in journal.segments(db):
+    for segment in segments:
         tables: list[pa.Table] = []
         rows = 0
         for kind, body in journal.read_segment(segment):

@@ -5,6 +5,11 @@ even read-only.  So while ``tracelens collect`` runs, it answers reads itself (`
 from a second connection in its process, which sees every committed, hence every acknowledged,
 span); otherwise the file is opened read-only here, after merging what a killed collector left in
 its journal (acknowledged spans not yet in DuckDB).  Analyses and reports call this one function.
+
+A collector that cannot serve the read (its store cannot be written, say) answers 503 at once with
+the reason, which is raised as ``StoreError``.  One that is alive but does not answer within
+``READ_TIMEOUT_S`` (no byte for that long) is reported as such, instead of falling back to the file
+it holds and failing, 10 s later, with DuckDB's lock error.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from tracelens.errors import StoreError
 from tracelens.store import DuckDBStore, default_db_path
 
 _LOCK_WAIT_S = 10.0  # a collector starting up holds the file before it publishes its address
+READ_TIMEOUT_S = 120.0  # the collector waits at most 30 s for merging, then streams
 
 
 def read_store(
@@ -36,19 +42,43 @@ def read_store(
         info = discovery.find(path)
         if info is not None:
             try:
-                return client.read_spans(info, columns, start_ns=start_ns, end_ns=end_ns)
-            except OSError:
-                pass  # it has just stopped: the file is free, or will be in a moment
+                return client.read_spans(
+                    info, columns, start_ns=start_ns, end_ns=end_ns, timeout=READ_TIMEOUT_S
+                )
+            except OSError as exc:
+                if _timed_out(exc) and discovery.find(path) is not None:
+                    raise StoreError(
+                        f"{path}: the collector holding it (pid {info.pid}, {info.http}) did not "
+                        f"answer within {READ_TIMEOUT_S:.0f} s; see its /health and its log"
+                    ) from None
+                # otherwise it has just stopped: the file is free, or will be in a moment
         try:
             if journal.segments(path):
                 with DuckDBStore(path) as store:
-                    recover(store, path)
+                    _recover(store, path)
             with DuckDBStore(path, read_only=True) as store:
                 return store.read(columns, start_ns=start_ns, end_ns=end_ns)
         except StoreError as exc:
             if not _locked(exc) or time.monotonic() > deadline:
                 raise
         time.sleep(0.1)
+
+
+def _recover(store: DuckDBStore, path: str) -> None:
+    try:
+        recover(store, path)
+    except StoreError as exc:
+        if _locked(exc):
+            raise
+        raise StoreError(
+            f"{path}: cannot merge the collector's journal (acknowledged spans not yet in the "
+            f"store) into it: {exc}; free disk space and retry (the journal is kept)"
+        ) from None
+
+
+def _timed_out(exc: OSError) -> bool:
+    reason = getattr(exc, "reason", exc)  # urllib wraps socket errors in URLError
+    return isinstance(reason, TimeoutError) or "timed out" in str(reason)
 
 
 def _locked(exc: StoreError) -> bool:

@@ -2,7 +2,8 @@
 
 ``POST /v1/traces``   OTLP/HTTP export (protobuf or JSON, optionally gzip/deflate)
 ``POST /v1/metrics``, ``/v1/logs``   404 with a Status saying they are not collected
-``GET /health``       ``{"status": "ok"}`` (503 ``draining`` while shutting down)
+``GET /health``       ``{"status": "ok"}``; 503 ``draining`` while shutting down, 503 ``degraded``
+                      (with ``reason``) while the journal or the store cannot be written
 ``GET /stats``        counters (received, stored, rejected, queue depth, latencies)
 ``GET /v1/spans``     the stored spans as an Arrow IPC stream (``columns``, ``start_ns``,
                       ``end_ns`` query parameters): how other processes read while the collector
@@ -22,10 +23,16 @@ import pyarrow as pa
 from tracelens.collector import otlp
 from tracelens.collector.http import Request, Response
 from tracelens.collector.ingest import Ingest, Kind, Outcome
+from tracelens.errors import StoreError
 from tracelens.store import DuckDBStore
 
 ARROW_STREAM: Final = "application/vnd.apache.arrow.stream"
 _SIGNALS: Final = {"/v1/metrics": "metrics", "/v1/logs": "logs"}
+FLUSH_S: Final = 30.0  # a read waits this long for acknowledged spans to reach the store
+
+
+class _Unavailable(Exception):
+    """A read the store cannot answer now (503 with the reason, at once)."""
 
 
 class Routes:
@@ -75,13 +82,21 @@ class Routes:
                 else self.refuse(404, f"no such endpoint: {path}")
             )
         if path in ("/health", "/healthz"):
-            status = "draining" if self.draining else "ok"
-            return Response(503 if self.draining else 200, json.dumps({"status": status}).encode())
+            return self._health()
         if path == "/stats":
             return Response(200, json.dumps(self._ingest.stats.snapshot()).encode())
         if path == "/v1/spans":
             return await self._spans(request)
         return self.refuse(404, f"no such endpoint: {path}")
+
+    def _health(self) -> Response:
+        if self.draining:
+            return Response(503, json.dumps({"status": "draining"}).encode())
+        degraded = self._ingest.stats.degraded()
+        if degraded:
+            reason = "; ".join(f"{part}: {why}" for part, why in sorted(degraded.items()))
+            return Response(503, json.dumps({"status": "degraded", "reason": reason}).encode())
+        return Response(200, json.dumps({"status": "ok"}).encode())
 
     def _authorized(self, request: Request) -> bool:
         if not self._token:
@@ -131,12 +146,20 @@ class Routes:
             data = await loop.run_in_executor(None, self._read, columns, start_ns, end_ns)
         except ValueError as exc:
             return self.refuse(400, str(exc))
+        except (_Unavailable, StoreError) as exc:
+            return self._busy(otlp.JSON, str(exc))
         return Response(200, data, ARROW_STREAM)
 
     def _read(
         self, columns: list[str] | None, start_ns: int | None, end_ns: int | None
     ) -> memoryview:
-        self._ingest.writer.merger.flush()  # every acknowledged span is in the store first
+        merger = self._ingest.writer.merger
+        if not merger.flush(FLUSH_S):  # every acknowledged span is in the store first
+            why = merger.failure or f"merging took over {FLUSH_S:.0f} s"
+            raise _Unavailable(
+                "the collector cannot bring every acknowledged span into its store now (they "
+                f"are safe in its journal): retry when its /health says ok; {why}"
+            )
         table = self._reader.read(columns, start_ns=start_ns, end_ns=end_ns)
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as out:

@@ -34,6 +34,20 @@ class Stats:
         self._request_ms: deque[float] = deque(maxlen=2048)
         self.queue_depth = 0  # decoded requests waiting for the writer
         self.queue_bytes = 0
+        self._degraded: dict[str, str] = {}  # component ("journal", "store") -> why
+
+    def set_degraded(self, component: str, reason: str | None) -> None:
+        """Mark ``component`` as unable to write (``reason``), or as working again (None)."""
+        with self._lock:
+            if reason is None:
+                self._degraded.pop(component, None)
+            else:
+                self._degraded[component] = reason
+
+    def degraded(self) -> dict[str, str]:
+        """What cannot be written now, and why; empty while everything works."""
+        with self._lock:
+            return dict(self._degraded)
 
     def add(self, **deltas: int) -> None:
         with self._lock:
@@ -63,6 +77,7 @@ class Stats:
                 **self.counts,
                 "queue_depth": self.queue_depth,
                 "queue_bytes": self.queue_bytes,
+                "degraded": dict(self._degraded),
                 "batch_latency_ms": _summary(self._batch_ms),
                 "merge_latency_ms": _summary(self._merge_ms),
                 "request_latency_ms": _summary(self._request_ms),

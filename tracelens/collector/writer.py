@@ -7,22 +7,33 @@ transactions (``merger``).  A ``kill -9`` right after an answer loses nothing: t
 the journal, which the next start (or the next ``read_store``) merges.  The queue, together with
 the merger's backlog, is bounded in bytes; ``try_submit`` refuses instead of growing, which the
 transports turn into retry-later.
+
+A group the journal cannot make durable (a full disk, an I/O error) is answered with the error,
+which ``ingest`` turns into 503 / UNAVAILABLE with a retry delay: never 200.  ``Stats`` then
+reports the journal as degraded until a group is written again; with no traffic to try, the
+thread probes the disk every ``PROBE_S`` so ``/health`` returns to ok by itself.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow as pa
 
 from tracelens.collector.journal import Journal
-from tracelens.collector.merger import Merger
+from tracelens.collector.merger import CLOSE_MERGE_S, Merger
 from tracelens.collector.stats import Stats
 from tracelens.store import DuckDBStore
+
+log = logging.getLogger("tracelens.collector")
+
+PROBE_S = 1.0  # while the journal cannot be written and no request comes, test the disk this often
 
 
 @dataclass(frozen=True)
@@ -52,13 +63,15 @@ class BatchWriter:
         *,
         max_queue_bytes: int,
         max_batch_rows: int,
+        backlog: Iterable[Path] = (),
     ) -> None:
         self._stats = stats
         self._max_queue_bytes = max_queue_bytes
         self._max_batch_rows = max_batch_rows
         self._journal = Journal(db)
         self._journal_lock = threading.Lock()
-        self.merger = Merger(store, self._journal, stats, self._journal_lock)
+        self.merger = Merger(store, self._journal, stats, self._journal_lock, backlog)
+        self._journal_failure: str | None = None
         self._queue: deque[_Item] = deque()
         self._queued_bytes = 0
         self._cond = threading.Condition()
@@ -91,13 +104,15 @@ class BatchWriter:
             self._cond.notify()
         return True
 
-    def close(self) -> None:
-        """Journal and answer everything queued, merge everything, then stop both threads."""
+    def close(self, merge_timeout: float = CLOSE_MERGE_S) -> None:
+        """Journal and answer everything queued, merge everything (giving up after
+        ``merge_timeout`` if the store keeps failing: it stays journaled), then stop both
+        threads."""
         with self._cond:
             self._closing = True
             self._cond.notify()
         self._thread.join()
-        self.merger.close()
+        self.merger.close(merge_timeout)
         with self._journal_lock:
             self._journal.close()
 
@@ -108,7 +123,14 @@ class BatchWriter:
     def _take(self) -> list[_Item] | None:
         with self._cond:
             while not self._queue and not self._closing:
-                self._cond.wait()
+                if self._journal_failure is None:
+                    self._cond.wait()
+                elif not self._cond.wait(PROBE_S) and not self._queue:
+                    self._cond.release()  # probing touches the disk: not under the queue's lock
+                    try:
+                        self._probe()
+                    finally:
+                        self._cond.acquire()
             if not self._queue:
                 return None
             items = [self._queue.popleft()]
@@ -132,10 +154,12 @@ class BatchWriter:
                 self.merger.add(tables)
         except Exception as exc:  # the disk failed: every request in the group is refused
             self._stats.add(store_errors=1)
+            self._journal_failed(exc)
             self._release(items)
             for item in items:
                 item.done(exc)
             return
+        self._journal_ok()
         self._release(items)
         self._stats.batch(time.perf_counter() - started, sum(t.num_rows for t in tables))
         for item in items:
@@ -145,3 +169,24 @@ class BatchWriter:
         with self._cond:
             self._queued_bytes -= sum(i.nbytes for i in items)
             self._publish_depth()
+
+    def _journal_failed(self, exc: Exception) -> None:
+        if self._journal_failure is None:
+            log.error("the journal cannot be written; answering 503 until it can: %s", exc)
+        self._journal_failure = str(exc)
+        self._stats.set_degraded("journal", f"cannot write the journal: {exc}")
+
+    def _journal_ok(self) -> None:
+        if self._journal_failure is not None:
+            log.info("the journal is writable again")
+            self._journal_failure = None
+            self._stats.set_degraded("journal", None)
+
+    def _probe(self) -> None:
+        try:
+            with self._journal_lock:
+                self._journal.probe()
+        except OSError as exc:
+            self._journal_failure = str(exc)
+            return
+        self._journal_ok()

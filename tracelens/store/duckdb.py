@@ -9,13 +9,21 @@ SQL by hand, the ``spans`` view shows the attributes as a ``MAP`` (``attributes[
 
 The store version lives in ``tracelens_meta``; a store written by a newer tracelens is refused
 instead of being misread, and an older one is upgraded in place when opened for writing.
+
+Failures.  Every DuckDB error leaves as ``StoreError`` (a one-line message, never a raw DuckDB
+traceback).  A failed checkpoint (a full disk) invalidates the whole DuckDB database instance:
+every later statement fails with "database has been invalidated", on every connection, until all
+of them are closed.  The store notices that message and, on its next call, closes both of its
+connections and opens the file again (``reopen``), so a long-running process such as the collector
+carries on once space is back.  A new store file is made mode 0600.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import duckdb
@@ -31,6 +39,13 @@ STORE_VERSION = 2  # 1: ``spans`` was the table, with a MAP column
 _ENTRY = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.string())])
 _ROWS_ATTRIBUTES = pa.list_(_ENTRY)
 _MAP = SPAN_SCHEMA.field("attributes").type
+_INVALIDATED = "database has been invalidated"
+
+
+def is_invalidated(exc: BaseException) -> bool:
+    """DuckDB's answer after a fatal error (a checkpoint that failed for lack of space): the
+    database instance is unusable until every connection to it is closed and it is reopened."""
+    return _INVALIDATED in str(exc) or isinstance(exc, duckdb.FatalException)
 
 
 def default_db_path() -> str:
@@ -91,12 +106,60 @@ class DuckDBStore:
         self.read_only = read_only
         if read_only and self.path != ":memory:" and not Path(self.path).exists():
             raise StoreError(f"{self.path}: no such store (run `tracelens import` or `collect`)")
+        self._lock = threading.Lock()  # the writing connection
+        self._read_lock = threading.Lock()  # the reading one: reads never wait for a write
+        self._settings: list[tuple[str, list[str]]] = []  # replayed when the store is reopened
+        self._broken: str | None = None  # why the next call reopens first
+        self._connect()
+
+    def _connect(self) -> None:
+        new = self.path != ":memory:" and not self.read_only and not Path(self.path).exists()
         try:
-            self._con = duckdb.connect(self.path, read_only=read_only)
+            self._con = duckdb.connect(self.path, read_only=self.read_only)
         except duckdb.Error as exc:
-            raise StoreError(f"{self.path}: cannot open the store: {exc}") from exc
-        self._lock = threading.Lock()
-        self._init_schema()
+            raise StoreError(f"{self.path}: cannot open the store: {_line(exc)}") from None
+        try:
+            if new:
+                with contextlib.suppress(OSError):
+                    os.chmod(self.path, 0o600)
+            for statement, params in self._settings:
+                self._con.execute(statement, params)
+            self._init_schema()
+            self._reader = self._con.cursor()
+        except (duckdb.Error, StoreError) as exc:
+            with contextlib.suppress(duckdb.Error):
+                self._con.close()
+            if isinstance(exc, StoreError):
+                raise
+            raise StoreError(f"{self.path}: cannot open the store: {_line(exc)}") from None
+
+    def reopen(self) -> None:
+        """Close both connections and open the file again (after DuckDB invalidated it)."""
+        with self._lock, self._read_lock:
+            self._reopen_locked()
+
+    def _reopen_locked(self) -> None:
+        for con in (self._reader, self._con):
+            with contextlib.suppress(duckdb.Error):
+                con.close()
+        self._connect()
+        self._broken = None
+
+    def _heal(self) -> None:
+        if self._broken is not None:
+            with self._lock, self._read_lock:
+                if self._broken is not None:
+                    self._reopen_locked()
+
+    def _failed(self, exc: duckdb.Error, doing: str) -> StoreError:
+        if is_invalidated(exc):
+            self._broken = _line(exc)
+        return StoreError(f"{self.path}: {doing} failed: {_line(exc)}")
+
+    @property
+    def broken(self) -> str | None:
+        """Why the store is unusable until reopened (None while it works)."""
+        return self._broken
 
     def _init_schema(self) -> None:
         con = self._con
@@ -143,15 +206,25 @@ class DuckDBStore:
         )
         con.execute("COMMIT")
 
+    def _write(self, doing: str, work: Callable[[duckdb.DuckDBPyConnection], int]) -> int:
+        """Run ``work`` on the writing connection; DuckDB errors leave as ``StoreError``."""
+        self._heal()
+        with self._lock:
+            try:
+                return work(self._con)
+            except duckdb.Error as exc:
+                raise self._failed(exc, doing) from None
+
     def append(self, spans: pa.Table) -> int:
         if spans.num_rows == 0:
             return 0
-        spans = to_rows(conform(spans))
-        with self._lock:
-            before = self._count_locked()
-            cur = self._con.cursor()
+        rows = to_rows(conform(spans))
+
+        def work(con: duckdb.DuckDBPyConnection) -> int:
+            before = self._count_on(con)
+            cur = con.cursor()
             try:
-                cur.register("_tracelens_new", spans)
+                cur.register("_tracelens_new", rows)
                 cur.execute(
                     f"INSERT OR IGNORE INTO {TABLE} SELECT DISTINCT ON (trace_id, span_id) * "
                     "FROM _tracelens_new"
@@ -159,7 +232,9 @@ class DuckDBStore:
                 cur.unregister("_tracelens_new")
             finally:
                 cur.close()
-            return self._count_locked() - before
+            return self._count_on(con) - before
+
+        return self._write("storing spans", work)
 
     def append_new(self, spans: pa.Table) -> int:
         """``append`` for spans expected to be new (the collector's hot path).
@@ -171,37 +246,45 @@ class DuckDBStore:
         if spans.num_rows == 0:
             return 0
         rows = to_rows(conform(spans))
-        with self._lock:
-            cur = self._con.cursor()
+
+        def work(con: duckdb.DuckDBPyConnection) -> int:
+            cur = con.cursor()
             try:
                 cur.register("_tracelens_new", rows)
                 cur.execute(f"INSERT INTO {TABLE} SELECT * FROM _tracelens_new")
                 return rows.num_rows
             except duckdb.ConstraintException:
-                pass
+                return -1
             finally:
                 cur.close()
-        return self.append(spans)
+
+        added = self._write("storing spans", work)
+        return added if added >= 0 else self.append(spans)
 
     def set_memory_limit(self, limit: str) -> None:
         """Cap DuckDB's memory (e.g. ``"1GB"``; its default is 80% of RAM), for long-running
         processes such as the collector that must stay bounded."""
-        with self._lock:
-            self._con.execute("SET memory_limit = ?", [limit])
+        self._setting("SET memory_limit = ?", [limit])
 
     def set_threads(self, threads: int) -> None:
         """Cap DuckDB's worker threads (for the whole database, readers too).  The collector
         uses one: its inserts then cost about a quarter less CPU, which the decoder needs more."""
-        with self._lock:
-            self._con.execute(f"SET threads = {int(threads)}")
+        self._setting(f"SET threads = {int(threads)}", [])
 
-    def _count_locked(self) -> int:
-        row = self._con.execute(f"SELECT count(*) FROM {self._table}").fetchone()
+    def _setting(self, statement: str, params: list[str]) -> None:
+        def work(con: duckdb.DuckDBPyConnection) -> int:
+            con.execute(statement, params)
+            return 0
+
+        self._write("configuring the store", work)
+        self._settings.append((statement, params))
+
+    def _count_on(self, con: duckdb.DuckDBPyConnection) -> int:
+        row = con.execute(f"SELECT count(*) FROM {self._table}").fetchone()
         return int(row[0]) if row else 0
 
     def count(self) -> int:
-        with self._lock:
-            return self._count_locked()
+        return self._write("counting spans", self._count_on)
 
     def read(
         self,
@@ -229,11 +312,14 @@ class DuckDBStore:
                 f" WHERE trace_id IN (SELECT trace_id FROM (SELECT trace_id, min(start_ns) AS t0 "
                 f"FROM {self._table} GROUP BY trace_id) WHERE {' AND '.join(conds)})"
             )
-        with self._lock:
-            cur = self._con.cursor()
+        self._heal()
+        with self._read_lock:
+            cur = self._reader.cursor()
             try:
                 table = cur.sql(f"SELECT {select} FROM {self._table}{where}", params=params or None)
                 result = table.to_arrow_table()
+            except duckdb.Error as exc:
+                raise self._failed(exc, "reading spans") from None
             finally:
                 cur.close()
         if "attributes" in cols and result.schema.field("attributes").type != _MAP:
@@ -242,21 +328,30 @@ class DuckDBStore:
         return result.cast(pa.schema([SPAN_SCHEMA.field(c) for c in cols]))
 
     def time_range(self) -> tuple[int, int] | None:
-        with self._lock:
-            row = self._con.execute(
-                f"SELECT min(start_ns), max(end_ns) FROM {self._table}"
-            ).fetchone()
+        self._heal()
+        with self._read_lock:
+            try:
+                row = self._reader.execute(
+                    f"SELECT min(start_ns), max(end_ns) FROM {self._table}"
+                ).fetchone()
+            except duckdb.Error as exc:
+                raise self._failed(exc, "reading spans") from None
         if not row or row[0] is None:
             return None
         return int(row[0]), int(row[1])
 
     def checkpoint(self) -> None:
-        with self._lock:
-            self._con.execute("CHECKPOINT")
+        def work(con: duckdb.DuckDBPyConnection) -> int:
+            con.execute("CHECKPOINT")
+            return 0
+
+        self._write("checkpointing the store", work)
 
     def close(self) -> None:
-        with self._lock:
-            self._con.close()
+        with self._lock, self._read_lock:
+            for con in (self._reader, self._con):
+                with contextlib.suppress(duckdb.Error):
+                    con.close()
 
     def __enter__(self) -> DuckDBStore:
         return self
@@ -269,3 +364,8 @@ def open_store(
     path: str | os.PathLike[str] | None = None, *, read_only: bool = False
 ) -> DuckDBStore:
     return DuckDBStore(path or default_db_path(), read_only=read_only)
+
+
+def _line(exc: BaseException) -> str:
+    """DuckDB's message on one line (its own run over several, with the original error quoted)."""
+    return " ".join(str(exc).split())
