@@ -9,11 +9,12 @@ ordered by total saving over all traces (the sum of per-trace savings), most fir
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from tracelens.analysis.core import TraceAnalysis
 from tracelens.analysis.findings.candidate import Candidate
-from tracelens.analysis.findings.features import features
+from tracelens.analysis.findings.features import Features, features
 from tracelens.analysis.findings.hops import groups
 from tracelens.analysis.findings.parallel import n_plus_one_candidates, parallel_candidates
 from tracelens.analysis.findings.repeats import (
@@ -31,10 +32,13 @@ from tracelens.analysis.findings.timeline import Timeline, build_timeline
 
 
 def candidates(
-    ta: TraceAnalysis, tl: Timeline, window_s: float = DEFAULT_WINDOW_S
+    ta: TraceAnalysis,
+    tl: Timeline,
+    window_s: float = DEFAULT_WINDOW_S,
+    fe: Features | None = None,
 ) -> list[Candidate]:
     """Every detector's candidates, before replay."""
-    fe = features(ta.spans)
+    fe = fe if fe is not None else features(ta.spans)
     retry, failed = find_retries(tl, fe)
     rp = find_repeats(tl, fe, ta.spans, retry)
     hops, evidence = groups(tl, fe, ta.spans, rp.polling)
@@ -52,8 +56,13 @@ def find_all(ta: TraceAnalysis, *, window_s: float = DEFAULT_WINDOW_S) -> list[d
     """The findings of ``docs/analysis-json.md``, most total saving first."""
     if ta.spans.height == 0:
         return []
-    tl = build_timeline(ta.spans)
-    return findings(ta, tl, candidates(ta, tl, window_s))
+    # The span features (Polars, which releases the GIL) and the replay's timeline (NumPy)
+    # need nothing from each other: build them side by side.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        fe_job = pool.submit(features, ta.spans)
+        tl = build_timeline(ta.spans)
+        fe = fe_job.result()
+    return findings(ta, tl, candidates(ta, tl, window_s, fe))
 
 
 __all__ = ["Change", "Timeline", "build_timeline", "candidates", "find_all"]

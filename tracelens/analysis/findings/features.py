@@ -21,6 +21,7 @@ URL or query text alone may not show.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -361,10 +362,21 @@ def _read_only(attrs: _Attrs, names: pl.Series, write: np.ndarray) -> np.ndarray
     m = method["value"].str.to_uppercase().is_in(list(_READ_METHODS)).to_numpy()
     out[method["_i"].to_numpy()[m]] = True
     sql = attrs.first(_SQL_KEYS)
-    verb = sql["value"].str.strip_chars().str.extract(r"^\(?\s*([A-Za-z]+)", 1).str.to_uppercase()
-    out[sql["_i"].to_numpy()[verb.is_in(list(_READ_SQL)).fill_null(False).to_numpy()]] = True
-    out |= _by_value(names, _is_read_name).fill_null(False).to_numpy()
+    out[sql["_i"].to_numpy()[_which(sql["value"], _is_read_sql)]] = True
+    out |= _which(names, _is_read_name)
     return out & (write < 0)
+
+
+def _is_read_sql(text: str) -> bool:
+    m = _SQL_VERB_RE.match(text.strip())
+    return m is not None and m.group(1).upper() in _READ_SQL
+
+
+def _which(values: pl.Series, fn: Callable[[str], bool]) -> np.ndarray:
+    """``fn`` of every value as a bool array, computed once per distinct value."""
+    uniq = values.unique().drop_nulls()
+    yes = [v for v in uniq.to_list() if fn(v)]
+    return values.is_in(yes).fill_null(False).to_numpy() if yes else np.zeros(len(values), bool)
 
 
 def _paged(attrs: _Attrs) -> np.ndarray:
@@ -376,8 +388,10 @@ def _paged(attrs: _Attrs) -> np.ndarray:
         ((a.GEN_AI_TOOL_CALL_ARGUMENTS,), _PAGED),
         (_SQL_KEYS, _SQL_PAGED),
     ):
-        got = attrs.first(keys)  # values are mostly distinct: one vectorised regex pass
-        hit = got["value"].str.contains(rx).fill_null(False).to_numpy()
+        got = attrs.first(keys)
+        uniq = got["value"].unique().drop_nulls()
+        yes = uniq.filter(uniq.str.contains(rx))
+        hit = got["value"].is_in(yes.implode()).fill_null(False).to_numpy()
         out[got["_i"].to_numpy()[hit]] = True
     names = attrs.long["key"].unique()
     paging = names.filter(names.str.contains(_PAGED_KEY)).to_list()
@@ -392,8 +406,10 @@ _REDACTED = r"(?i)^\s*$|\*{2,}|redact|x{4,}|<hidden>|\[filtered\]|^(bearer|basic
 
 def _text_of(attrs: _Attrs, keys: tuple[str, ...]) -> pl.Series:
     """Per span: the first of ``keys`` it recorded, else null."""
+    out = pl.repeat(None, attrs.n, dtype=pl.String, eager=True)
+    if not keys:
+        return out
     got = attrs.first(keys)
-    out = pl.Series("v", [None] * attrs.n, dtype=pl.String)
     return out.scatter(got["_i"].to_numpy(), got["value"])
 
 
@@ -495,8 +511,11 @@ def features(spans: pl.DataFrame) -> Features:
         read_only=_read_only(attrs, spans["name"], write),
         paged=_paged(attrs),
         identity=_identity(attrs, spans),
-        recorded_args=_text_of(attrs, (a.GEN_AI_TOOL_CALL_ARGUMENTS, *_SQL_KEYS, *_URL_KEYS)),
-        recorded_result=_text_of(attrs, _RESULT_KEYS),
+        # Recorded texts matter only where some result was recorded: else two nulls, cheaply.
+        recorded_args=_text_of(
+            attrs, (a.GEN_AI_TOOL_CALL_ARGUMENTS, *_SQL_KEYS, *_URL_KEYS) if recorded.height else ()
+        ),
+        recorded_result=_text_of(attrs, _RESULT_KEYS if recorded.height else ()),
         covered=marks["covered"].to_numpy() & instr,
         text_result=marks["text"].to_numpy(),
         decision=marks["decision"].to_numpy(),

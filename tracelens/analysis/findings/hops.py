@@ -27,6 +27,8 @@ traces; a run of one operation called many times with varying arguments is also 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 from tracelens_instrumentation.fingerprint import OPAQUE_FP, TEXT_FP
@@ -103,7 +105,74 @@ def hops(
     )
 
 
-def _fps_deps(h: pl.DataFrame, spans: pl.DataFrame) -> np.ndarray:
+@dataclass
+class _Fps:
+    """The fingerprint entries of the instrumented hops, exploded once, as dense ids.
+
+    ``*_k``: the hop (row of ``h``); ``*_v``: the entry's value id (equal ids, equal values;
+    markers dropped).  Args and results of the hops, and the args of their parents.
+    """
+
+    arg_k: np.ndarray
+    arg_v: np.ndarray
+    res_k: np.ndarray
+    res_v: np.ndarray
+    par_k: np.ndarray  # hop whose parent took the value
+    par_v: np.ndarray
+
+
+def _exploded(h: pl.DataFrame, spans: pl.DataFrame) -> _Fps:
+    k = np.flatnonzero(h["instr"].to_numpy())
+    c = h["c"].to_numpy()[k]
+    p = h["p"].to_numpy()[k]
+    cols = []
+    for rows, col in ((c, "arg_fps"), (c, "result_fps"), (p, "arg_fps")):
+        lists = spans[col].gather(rows)
+        lens = lists.list.len().fill_null(0).to_numpy()
+        vals = lists.explode().drop_nulls()
+        cols.append((np.repeat(k, lens), vals))
+    every = pl.concat([v for _, v in cols]).cast(pl.String)
+    ids = every.rank("dense").to_numpy().astype(np.int64)
+    marker_ids = set(ids[every.is_in([OPAQUE_FP, TEXT_FP]).to_numpy()].tolist())
+    out: list[np.ndarray] = []
+    at = 0
+    for hop, vals in cols:
+        v = ids[at : at + len(vals)]
+        at += len(vals)
+        keep = ~np.isin(v, list(marker_ids)) if marker_ids else np.ones(len(v), bool)
+        out += [hop[keep], v[keep]]
+    return _Fps(*out)
+
+
+def _latest_before(
+    q_k: np.ndarray,
+    q_v: np.ndarray,
+    i_k: np.ndarray,
+    i_v: np.ndarray,
+    run: np.ndarray,
+    pos: np.ndarray,
+) -> np.ndarray:
+    """Per query entry (hop q_k, value q_v): the largest position of an item entry (hop i_k,
+    value i_v) in the same run with the same value and an earlier position, or -1."""
+    out = np.full(len(q_k), -1, dtype=np.int64)
+    if len(q_k) == 0 or len(i_k) == 0:
+        return out
+    span = np.int64(int(pos.max()) + 2)
+    # One sorted composite key: (run, value) as a dense id, then the position.
+    n_vals = np.int64(int(max(i_v.max(initial=0), q_v.max(initial=0))) + 1)
+    pair = np.concatenate([run[i_k], run[q_k]]).astype(np.int64) * n_vals + np.concatenate(
+        [i_v, q_v]
+    )
+    dense = np.unique(pair, return_inverse=True)[1].reshape(-1).astype(np.int64)
+    items = np.sort(dense[: len(i_k)] * span + pos[i_k])
+    qd = dense[len(i_k) :]
+    at = np.searchsorted(items, qd * span + pos[q_k], "left") - 1
+    ok = (at >= 0) & (items[np.maximum(at, 0)] // span == qd)
+    out[ok] = items[at[ok]] % span
+    return out
+
+
+def _fps_deps(h: pl.DataFrame, fx: _Fps) -> np.ndarray:
     """Per hop: the latest earlier hop of its run it depends on by its fingerprints, or -1.
 
     Two links count.  *Data flow*: one of its argument fingerprints is one of the earlier
@@ -115,87 +184,36 @@ def _fps_deps(h: pl.DataFrame, spans: pl.DataFrame) -> np.ndarray:
     The marker entries (``OPAQUE_FP``, ``TEXT_FP``) are no values and link nothing.
     """
     dep = np.full(h.height, -1, dtype=np.int64)
-    inst = h.select(
-        pl.int_range(pl.len()).alias("_k"),
-        "c",
-        "run",
-        "pos",
-        # A boolean answer about a resource (may the user see this document? is this file
-        # clean?) gates what is done with it next, whatever the asking call is.
-        (pl.col("ro") & ~pl.col("decision")).alias("ro"),
-    ).filter(h["instr"])
-    if inst.height == 0:
+    if len(fx.arg_k) == 0:
         return dep
-    idx = inst["c"]
-    base = inst.with_columns(
-        spans.select(pl.col("arg_fps").gather(idx), pl.col("result_fps").gather(idx)).get_columns()
-    )
-    markers = [OPAQUE_FP, TEXT_FP]
-    args = (
-        base.select("_k", "run", "pos", "ro", "arg_fps")
-        .explode("arg_fps")
-        .drop_nulls("arg_fps")
-        .filter(~pl.col("arg_fps").is_in(markers))
-    )
+    run, pos = h["run"].to_numpy(), h["pos"].to_numpy()
     # A value a hop's result merely echoes from its own arguments (a search result quoting its
     # query) was available before it ran: it links the hop to nothing.
-    own = args.select("run", pl.col("pos").alias("_a"), pl.col("arg_fps").alias("fp"))
-    results = (
-        base.select("run", pl.col("pos").alias("_a"), pl.col("result_fps").alias("fp"))
-        .explode("fp")
-        .drop_nulls("fp")
-        .filter(~pl.col("fp").is_in(markers))
-        .join(own, on=["run", "_a", "fp"], how="anti")
-    )
-    touched = args.filter(~pl.col("ro")).select(
-        "run", pl.col("pos").alias("_a"), pl.col("arg_fps").alias("fp")
-    )
-    found = (
-        args.join(
-            pl.concat([results, touched]).unique(),
-            left_on=["run", "arg_fps"],
-            right_on=["run", "fp"],
-        )
-        .filter(pl.col("_a") < pl.col("pos"))
-        .group_by("_k")
-        .agg(pl.col("_a").max())
-    )
-    dep[found["_k"].to_numpy()] = found["_a"].to_numpy()
+    span = np.int64(int(max(fx.arg_v.max(initial=0), fx.res_v.max(initial=0))) + 1)
+    echo = np.isin(fx.res_k * span + fx.res_v, fx.arg_k * span + fx.arg_v)
+    # A boolean answer about a resource (may the user see this document? is this file clean?)
+    # gates what is done with it next, whatever the asking call is.
+    reads = (h["ro"].to_numpy() & ~h["decision"].to_numpy())[fx.arg_k]
+    i_k = np.concatenate([fx.res_k[~echo], fx.arg_k[~reads]])
+    i_v = np.concatenate([fx.res_v[~echo], fx.arg_v[~reads]])
+    found = _latest_before(fx.arg_k, fx.arg_v, i_k, i_v, run, pos)
+    np.maximum.at(dep, fx.arg_k, found)
     return dep
 
 
-def _explained(h: pl.DataFrame, spans: pl.DataFrame) -> np.ndarray:
+def _explained(h: pl.DataFrame, fx: _Fps) -> np.ndarray:
     """Per hop: every argument value it took was there before its run started: among its
     parent's arguments, or an earlier hop's arguments in the run.  Such a hop took nothing out
     of an earlier hop's free-text result, whatever that text said."""
-    out = np.zeros(h.height, dtype=bool)
-    inst = h.select(pl.int_range(pl.len()).alias("_k"), "c", "p", "run", "pos").filter(h["instr"])
-    if inst.height == 0:
+    out = h["instr"].to_numpy().copy()
+    if len(fx.arg_k) == 0:
         return out
-    args = (
-        inst.with_columns(spans["arg_fps"].gather(inst["c"]))
-        .explode("arg_fps")
-        .filter(~pl.col("arg_fps").is_in([OPAQUE_FP, TEXT_FP]))
-    )
-    p_rows = inst["p"].unique()
-    pfp = (
-        pl.DataFrame({"p": p_rows, "fp": spans["arg_fps"].gather(p_rows)})
-        .explode("fp")
-        .drop_nulls("fp")
-    )
-    known = args.join(pfp, left_on=["p", "arg_fps"], right_on=["p", "fp"], how="semi")
-    earlier = args.select("run", pl.col("pos").alias("_a"), pl.col("arg_fps").alias("fp"))
-    seen = (
-        args.join(earlier, left_on=["run", "arg_fps"], right_on=["run", "fp"])
-        .filter(pl.col("_a") < pl.col("pos"))
-        .select(args.columns)
-    )
-    explained = pl.concat([known, seen]).select("_k", "arg_fps").unique()
-    total = args.drop_nulls("arg_fps").group_by("_k").agg(pl.len().alias("n"))
-    got = explained.group_by("_k").agg(pl.len().alias("m"))
-    per = inst.select("_k").join(total, on="_k", how="left").join(got, on="_k", how="left")
-    ok = per["n"].fill_null(0) == per["m"].fill_null(0)
-    out[per["_k"].to_numpy()] = ok.to_numpy()
+    run, pos = h["run"].to_numpy(), h["pos"].to_numpy()
+    span = np.int64(int(max(fx.arg_v.max(initial=0), fx.par_v.max(initial=0))) + 1)
+    known = np.isin(fx.arg_k * span + fx.arg_v, fx.par_k * span + fx.par_v)
+    seen = _latest_before(fx.arg_k, fx.arg_v, fx.arg_k, fx.arg_v, run, pos) >= 0
+    unexplained = fx.arg_k[~(known | seen)]
+    out[unexplained] = False
     return out
 
 
@@ -241,16 +259,28 @@ def _paged_deps(h: pl.DataFrame) -> np.ndarray:
 _PAIR_CAP = 50  # spans per (parent, operation) compared pairwise for the overlap evidence
 
 
+EVIDENCE_PARENTS = 1000  # parents per parent operation looked at for the overlap evidence
+
+
 def _all_hops(tl: Timeline, fe: Features) -> pl.DataFrame:
+    """The waited-on children of the first ``EVIDENCE_PARENTS`` parents of each parent
+    operation (in input order): what the overlap evidence is counted over.  A thousand
+    parents show whether two operations ever overlap or swap; more only cost time."""
     c = tl.kids
+    p = tl.parent[c]
+    pop = fe.op[p]
+    head = np.concatenate([[True], p[1:] != p[:-1]]) if len(p) else np.zeros(0, bool)
+    parents, parent_pop = p[head], pop[head]
+    order = np.argsort(parent_pop, kind="stable")
+    sorted_pop = parent_pop[order]
+    starts = np.concatenate([[True], sorted_pop[1:] != sorted_pop[:-1]]) if len(order) else head
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order)) - np.flatnonzero(starts)[_starts(starts)]
+    keep_parent = np.zeros(tl.n, dtype=bool)
+    keep_parent[parents[rank < EVIDENCE_PARENTS]] = True
+    k = keep_parent[p]
     return pl.DataFrame(
-        {
-            "p": tl.parent[c],
-            "pop": fe.op[tl.parent[c]],
-            "op": fe.op[c],
-            "s": tl.start[c],
-            "e": tl.end[c],
-        }
+        {"p": p[k], "pop": pop[k], "op": fe.op[c][k], "s": tl.start[c][k], "e": tl.end[c][k]}
     )
 
 
@@ -548,8 +578,9 @@ def groups(
     h = hops(tl, fe, spans, fixed)
     if h.height == 0:
         return h, pl.DataFrame(schema=_EVIDENCE_SCHEMA)
-    h = h.with_columns(pl.Series("explained", _explained(h, spans)))
-    fps = np.maximum(np.maximum(_fps_deps(h, spans), _paged_deps(h)), _model_deps(h))
+    fx = _exploded(h, spans)
+    h = h.with_columns(pl.Series("explained", _explained(h, fx)))
+    fps = np.maximum(np.maximum(_fps_deps(h, fx), _paged_deps(h)), _model_deps(h))
     names, evidence, recorded = _name_deps(h, tl, fe, fps)
     run = h["run"].to_numpy()
     pos = h["pos"].to_numpy()

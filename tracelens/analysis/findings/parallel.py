@@ -52,32 +52,44 @@ def _group_table(h: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def _most_promising(g: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
-    """The groups of the ``MAX_PER_TYPE`` patterns with the largest potential saving (what
-    starting each group together removes at most: its hops' time minus its longest hop's),
-    renumbered 0..k-1 in pattern order: only those are replayed (``report.shortlist`` would
-    pick the same), so only those are built."""
+def _most_promising(h: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
+    """The hops of the groups whose pattern is among the ``MAX_PER_TYPE`` with the largest
+    potential saving (what starting each group together removes at most: its hops' time minus
+    its longest hop's).  Only those are replayed (``report.shortlist`` would pick the same), so
+    only those are built.  Groups are contiguous in ``h`` (``gid`` grows), so this is a few
+    NumPy reductions over all hops, with no per-group query."""
+    gid = h["gid"].to_numpy()
+    heads = np.flatnonzero(np.concatenate([[True], gid[1:] != gid[:-1]]))
+    n_groups = len(heads)
+    units = np.add.reduceat(h["chain"].is_null().to_numpy().astype(np.int64), heads)
     dur = (spans["end_ns"] - spans["start_ns"]).to_numpy().astype(np.float64)
-    flat = g.select(pl.int_range(pl.len()).alias("_g"), "c").explode("c")
-    d = dur[flat["c"].to_numpy()]
-    gi = flat["_g"].to_numpy()
-    total = np.bincount(gi, weights=d, minlength=g.height)
-    longest = np.zeros(g.height)
-    np.maximum.at(longest, gi, d)
-    pot = pl.Series(total - longest)
-    per = (
-        g.select("pat")
-        .with_columns(pot.alias("_pot"))
-        .group_by("pat")
-        .agg(pl.col("_pot").sum())
-        .sort(["_pot", "pat"], descending=[True, False])
-        .head(MAX_PER_TYPE)
-    )
-    return (
-        g.join(per.select("pat"), on="pat", how="semi")
-        .with_columns(pl.col("pat").rank("dense").cast(pl.Int64) - 1)
-        .sort("pat", maintain_order=True)
-    )
+    d = dur[h["c"].to_numpy()]
+    pot = np.add.reduceat(d, heads) - np.maximum.reduceat(d, heads)
+    # The pattern of a group: its parent operation and the *set* of its operations, as one
+    # hash (a sum over the distinct operations: their order and repeats do not count).
+    op = h["op"].to_numpy()
+    order = np.lexsort((op, gid))
+    go, oo = gid[order], op[order]
+    distinct = np.concatenate([[True], (go[1:] != go[:-1]) | (oo[1:] != oo[:-1])])
+    with np.errstate(over="ignore"):
+        mixed = oo[distinct] * _M1
+        group_of = go[distinct]
+        first = np.flatnonzero(np.concatenate([[True], group_of[1:] != group_of[:-1]]))
+        opset = np.add.reduceat(mixed, first)
+        pattern = h["pop"].to_numpy()[heads] * _M2 + opset
+    ok = units >= 2
+    if not ok.any():
+        return h.clear()
+    uniq, inv = np.unique(pattern[ok], return_inverse=True)
+    total = np.bincount(inv, weights=pot[ok], minlength=len(uniq))
+    top = uniq[np.lexsort((uniq, -total))[:MAX_PER_TYPE]]
+    chosen = np.zeros(n_groups, dtype=bool)
+    chosen[ok] = np.isin(pattern[ok], top)
+    return h.filter(pl.Series(np.repeat(chosen, np.diff(np.append(heads, len(gid))))))
+
+
+_M1 = np.uint64(0x9E3779B97F4A7C15)
+_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
 def _changes(g: pl.DataFrame, pattern: np.ndarray, n_patterns: int) -> list[Change]:
@@ -109,11 +121,11 @@ def parallel_candidates(
     whole-table queries; the loop at the end only assembles the results."""
     if h.height == 0:
         return []
-    g = _group_table(h)
+    g = _group_table(_most_promising(h, spans))
     if g.height == 0:
         return []
     pat_ids = g.select(pl.struct("pop", "opset").rank("dense").cast(pl.Int64) - 1).to_series()
-    g = _most_promising(g.with_columns(pat_ids.alias("pat")), spans)
+    g = g.with_columns(pat_ids.alias("pat")).sort("pat", maintain_order=True)
     pattern = g["pat"].to_numpy()
     n_pat = int(pattern.max()) + 1
     per = (
@@ -298,6 +310,10 @@ def n_plus_one_candidates(spans: pl.DataFrame, h: pl.DataFrame) -> list[Candidat
     """Runs of one operation called many times in a row with varying arguments."""
     if h.height == 0:
         return []
+    block = h["block"].to_numpy()
+    sizes = np.diff(np.flatnonzero(np.concatenate([[True], block[1:] != block[:-1], [True]])))
+    if sizes.max(initial=0) < N_PLUS_ONE_MIN_CALLS:
+        return []  # no run of one operation is long enough: skip the grouping
     blocks = (
         h.group_by("gid", "block", maintain_order=True)
         .agg(

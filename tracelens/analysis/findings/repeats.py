@@ -346,13 +346,20 @@ def _cacheable(
     # answer (the shortest such on a tie).  The evidence for it is in the trace: results stayed
     # the same for at least that long.
     upper = min(float(stale_gaps.min()) if len(stale_gaps) else np.inf, window_s)
+    ttls = [t for t in _NICE_TTL_S if t < upper or (t == upper and not len(stale_gaps))]
+    # A repeat can be a hit only if the call just before it is within the TTL: that count bounds
+    # each TTL's hits from above, so the replays stop once no other TTL could do better.
+    bound = np.searchsorted(np.sort(same_gaps), ttls, side="right")
     best: tuple[int, float, np.ndarray] | None = None
-    for nice in _NICE_TTL_S:
-        if nice > upper or (nice == upper and len(stale_gaps)):
-            break
-        got, n_stale, _ = _simulate(rows, first, tl, fe, ok, nice * 1e9)
-        if n_stale == 0 and (best is None or int(got.sum()) > best[0]):
-            best = (int(got.sum()), float(nice), got)
+    for k in sorted(range(len(ttls)), key=lambda k: (-bound[k], ttls[k])):
+        if best is not None and (bound[k] < best[0] or (bound[k] == best[0] and ttls[k] > best[1])):
+            break  # (same bound: tried shortest first, and a tie goes to the shorter TTL)
+        got, n_stale, _ = _simulate(rows, first, tl, fe, ok, ttls[k] * 1e9)
+        hits_k = int(got.sum())
+        if n_stale == 0 and (
+            best is None or hits_k > best[0] or (hits_k == best[0] and ttls[k] < best[1])
+        ):
+            best = (hits_k, float(ttls[k]), got)
     if best is None or best[0] == 0:
         return None
     _, ttl, hits = best
