@@ -13,6 +13,7 @@ import binascii
 import json
 import math
 import re
+from itertools import accumulate
 from typing import Any, Final
 
 import pyarrow as pa
@@ -34,13 +35,77 @@ except ImportError:  # pragma: no cover - orjson is a dependency
     _fast_loads = json.loads
 
 
-def loads(data: bytes) -> Any:
+MAX_JSON_DEPTH: Final = 512
+"""Deepest nesting of arrays and objects the standard-library fallback parses.  orjson (the fast
+path) stops at 1024 levels by itself; the fallback would recurse once per level, so nesting is
+measured first, without recursion, and deeper documents are refused with their place."""
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+_STEP: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+# A surrogate pair, a lone surrogate escape, any other escape; left to right, so an escaped
+# backslash (``\\\\ud800``) is never taken for the start of an escape.
+_ESCAPE = re.compile(
+    r"\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|(u[dD][89a-fA-F][0-9a-fA-F]{2})|.)",
+    re.S,
+)
+_RAW_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def loads(data: bytes | str) -> Any:
     """Parse JSON; on failure the standard library parses again, for its exact error place and
-    for what it alone accepts (NaN, integers beyond 64 bits)."""
+    for what it alone accepts (NaN, integers beyond 64 bits).
+
+    Before the fallback parses, its two traps are ruled out with their place in the text
+    (``json.JSONDecodeError``): nesting deeper than ``MAX_JSON_DEPTH`` (it recurses per level) and
+    a lone surrogate escape such as ``"\\ud800"`` (it would build a ``str`` that cannot be
+    encoded, failing far from the input).  Text that is not UTF-8 raises ``UnicodeDecodeError``.
+    """
     try:
         return _fast_loads(data)
     except ValueError:
-        return json.loads(data)
+        pass
+    text = data if isinstance(data, str) else _text(data)
+    check_json_text(text)
+    return json.loads(text)
+
+
+def _text(data: bytes) -> str:
+    """The text of a JSON document, as ``json.loads`` would decode it, but strict UTF-8 (it lets
+    encoded surrogates through)."""
+    encoding = json.detect_encoding(data)
+    if encoding.startswith("utf-8"):
+        return data.decode(encoding)
+    return data.decode(encoding, "surrogatepass")
+
+
+def check_json_text(text: str) -> None:
+    """``json.JSONDecodeError`` at the first place nested deeper than ``MAX_JSON_DEPTH`` or
+    holding a lone surrogate; linear time, no recursion."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+        brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+        if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_JSON_DEPTH:
+            depth = 0
+            for match in _BRACKET_TOKEN.finditer(text):
+                depth += _STEP.get(match.group(), 0)
+                if depth > MAX_JSON_DEPTH:
+                    raise json.JSONDecodeError(
+                        f"nested deeper than {MAX_JSON_DEPTH} levels", text, match.start()
+                    )
+    if _SURROGATE_HINT.search(text) is None:
+        return
+    for match in _ESCAPE.finditer(text):
+        if match.group(1):
+            raise json.JSONDecodeError(
+                f"lone surrogate \\{match.group(1)} in a string (not a Unicode character)",
+                text,
+                match.start(),
+            )
+    raw = _RAW_SURROGATE.search(text)
+    if raw is not None:
+        raise json.JSONDecodeError("a lone surrogate in a string", text, raw.start())
 
 
 class FieldError(Exception):
