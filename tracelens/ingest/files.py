@@ -43,6 +43,7 @@ def max_document_bytes() -> int:
         megabytes = MAX_DOCUMENT_MB
     return max(1, int(megabytes * (1 << 20)))
 
+
 DECODERS: Final[dict[str, Decoder]] = {
     detect.OTLP_JSON: otlp_json.decode,
     detect.JAEGER: jaeger.decode,

@@ -19,6 +19,8 @@ from tracelens.ingest.otlp_proto._spans import UNKNOWN_SERVICE, Problems
 from tracelens.schema import SPAN_KINDS, STATUS_CODES, SpanColumns, json_value
 
 _INT64_MAX = 2**63 - 1
+MAX_EMPTY_ENTRIES = 10_000
+"""Entries without spans cost work but carry nothing; the compiled decoder has the same limit."""
 
 
 def small_table(data: bytes) -> tuple[pa.Table, Problems]:
@@ -26,7 +28,16 @@ def small_table(data: bytes) -> tuple[pa.Table, Problems]:
     cols = SpanColumns()
     bad: list[bool] = []
     first: str | None = None
+    empty = 0
     for r, rs in enumerate(request.resource_spans):
+        if not any(ss.spans for ss in rs.scope_spans):
+            empty += 1 + len(rs.scope_spans)
+            if empty > MAX_EMPTY_ENTRIES:
+                raise ValueError(
+                    f"more than {MAX_EMPTY_ENTRIES} ResourceSpans or ScopeSpans entries "
+                    "without spans"
+                )
+            continue  # nothing to decode: its resource would cost work for no span
         res_attrs = key_values(rs.resource.attributes)
         svc = res_attrs.get(attrs.SERVICE_NAME)
         service = UNKNOWN_SERVICE if svc is None or svc == "" else str(svc)
