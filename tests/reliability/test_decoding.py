@@ -311,3 +311,39 @@ def test_1_gib_gzip_bomb_file_is_refused_with_bounded_memory(tmp_path: Path) -> 
     # interpreter; the issue measured 4.2 GB for a smaller bomb.
     assert rss < 900 * MiB, rss / MiB
     assert psutil.pid_exists(proc.pid) is False or proc.poll() is not None
+
+
+def test_large_bodies_decoding_do_not_hold_up_small_requests(collector: Collector) -> None:
+    """Three 8 MiB requests of real spans take seconds to decode and store; small requests keep
+    their second (large bodies take turns on one decode thread, small ones use the other)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hostile_support import probing
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    base = ExportTraceServiceRequest.FromString(valid_body(100, "large"))
+    spans = base.resource_spans[0].scope_spans[0].spans
+    template = list(spans)
+    per_span = len(base.SerializeToString()) / len(template)
+    bodies = []
+    for k in range(3):
+        request = ExportTraceServiceRequest()
+        request.CopyFrom(base)
+        out = request.resource_spans[0].scope_spans[0].spans
+        del out[:]
+        for i in range(int(8 * MiB / per_span)):
+            span = out.add()
+            span.CopyFrom(template[i % len(template)])
+            span.span_id = (k << 40 | i + 1).to_bytes(8, "big")
+        bodies.append(request.SerializeToString())
+    with probing(collector, every=0.1) as prober, ThreadPoolExecutor(3) as pool:
+        time.sleep(0.3)
+        started = time.monotonic()
+        statuses = list(pool.map(lambda b: _post(collector, b, PROTO).status_code, bodies))
+        took = time.monotonic() - started
+        time.sleep(0.3)
+    assert set(statuses) <= {200, 503}, statuses
+    print(f"3 x 8 MiB: {statuses} in {took:.1f} s; probes {len(prober.results)}")
+    prober.assert_all_fast(minimum=5)

@@ -211,8 +211,13 @@ def test_token_file_keeps_the_token_out_of_ps(guarded: tuple[Collector, str]) ->
     url = f"{col.http}/v1/traces"
     good = valid_body(1, prefix="tok")
     assert httpx.post(url, content=good, headers=PROTO).status_code == 401
-    answer = httpx.post(url, content=good, headers={**PROTO, "Authorization": f"Bearer {token}"})
-    assert answer.status_code == 200
+    for scheme in ("Bearer", "bearer", "BEARER"):
+        auth = {**PROTO, "Authorization": f"{scheme} {token}"}
+        assert httpx.post(url, content=good, headers=auth).status_code == 200
+        wrong = {**PROTO, "Authorization": f"{scheme} {token}x"}
+        assert httpx.post(url, content=good, headers=wrong).status_code == 401
+    basic = {**PROTO, "Authorization": f"Basic {token}"}
+    assert httpx.post(url, content=good, headers=basic).status_code == 401
 
 
 def test_token_from_the_environment(tmp_path: Path) -> None:

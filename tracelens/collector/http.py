@@ -439,5 +439,17 @@ def _parse_head(head: bytes) -> Request:
         if len(values) != 1 or not _DIGITS.fullmatch(next(iter(values))):
             raise _BadRequest("bad Content-Length")
         headers["content-length"] = str(int(values.pop()))
+    auth = headers.get("authorization")
+    if auth is not None:
+        headers["authorization"] = _canonical_scheme(auth)
     url = urlsplit(target)
     return Request(method.upper(), url.path, parse_qs(url.query), version, headers)
+
+
+def _canonical_scheme(value: str) -> str:
+    """``bearer x`` as ``Bearer x``: an authentication scheme is case-insensitive (RFC 9110
+    11.1), and the token check compares the whole value."""
+    scheme, sep, rest = value.partition(" ")
+    if scheme.lower() == "bearer":
+        return f"Bearer{sep}{rest.strip()}"
+    return value
