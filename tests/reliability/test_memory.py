@@ -8,6 +8,7 @@ messages with the gRPC limit raised to 64 MiB, run with ``TRACELENS_HEAVY=1`` (C
 
 from __future__ import annotations
 
+import json
 import os
 from collections import Counter
 from collections.abc import Callable
@@ -17,7 +18,8 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from hostile_support import PROTO, MiB, PeakRss, no_tracebacks, valid_body
+from google.rpc import status_pb2
+from hostile_support import JSON, PROTO, MiB, PeakRss, no_tracebacks, valid_body
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from test_collector_support import Collector, start_collector
 
@@ -115,4 +117,77 @@ def test_forty_concurrent_60_mib_grpc_messages_stay_within_the_budget(tmp_path: 
         assert rss < budget * MiB, rss / MiB
     finally:
         assert col.stop(timeout=120) == 0
+    no_tracebacks(col)
+
+
+def _big_service(spans: int, size: int) -> tuple[bytes, bytes]:
+    """The same request as protobuf and as OTLP/JSON: ``spans`` tiny spans under one resource
+    whose service name is ``size`` bytes (sent once, stored on every span)."""
+    request = ExportTraceServiceRequest()
+    resource = request.resource_spans.add()
+    attr = resource.resource.attributes.add()
+    attr.key = "service.name"
+    attr.value.string_value = "s" * size
+    scope = resource.scope_spans.add()
+    for i in range(spans):
+        span = scope.spans.add()
+        span.trace_id = bytes(range(1, 17))
+        span.span_id = (i + 1).to_bytes(8, "big")
+        span.name = "x"
+        span.start_time_unix_nano = 1
+        span.end_time_unix_nano = 2
+    as_json = {
+        "resourceSpans": [
+            {
+                "resource": {
+                    "attributes": [{"key": "service.name", "value": {"stringValue": "s" * size}}]
+                },
+                "scopeSpans": [
+                    {
+                        "spans": [
+                            {
+                                "traceId": bytes(range(1, 17)).hex(),
+                                "spanId": (i + 1).to_bytes(8, "big").hex(),
+                                "name": "x",
+                                "startTimeUnixNano": "1",
+                                "endTimeUnixNano": "2",
+                            }
+                            for i in range(spans)
+                        ]
+                    }
+                ],
+            }
+        ]
+    }
+    return request.SerializeToString(), json.dumps(as_json).encode()
+
+
+def test_a_huge_service_name_cannot_multiply_memory(tmp_path: Path) -> None:
+    """A 40 MiB service name on 1,000 spans would be 80 GB of span columns (the service and
+    the resource JSON, per span): refused with 400 at decoding, with memory in the budget; the
+    same name on 3 spans (240 MiB) is stored."""
+    budget = 2048
+    col = start_collector(tmp_path / "t.duckdb")
+    try:
+        url = f"{col.http}/v1/traces"
+        many_pb, many_json = _big_service(1_000, 40 * MiB)
+        few_pb, _ = _big_service(3, 40 * MiB)
+
+        def load() -> object:
+            return [
+                httpx.post(url, content=many_pb, headers=PROTO, timeout=120),
+                httpx.post(url, content=many_json, headers=JSON, timeout=120),
+                httpx.post(url, content=few_pb, headers=PROTO, timeout=120),
+            ]
+
+        answers, rss = _measured(col, load)
+        statuses = [a.status_code for a in answers]  # type: ignore[attr-defined]
+        print(f"peak RSS {rss / MiB:.0f} MiB; {statuses}")
+        assert statuses == [400, 400, 200], [a.text[:300] for a in answers]  # type: ignore[attr-defined]
+        message = status_pb2.Status.FromString(answers[0].content).message  # type: ignore[index]
+        assert "too large for this many spans" in message
+        assert "too large for this many spans" in answers[1].json()["message"]  # type: ignore[index]
+        assert rss < budget * MiB
+    finally:
+        assert col.stop() == 0
     no_tracebacks(col)

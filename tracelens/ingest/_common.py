@@ -235,6 +235,18 @@ def b64_to_hex(value: str, nbytes: int) -> str | None:
     return raw.hex() if len(raw) == nbytes else None
 
 
+MIN_REPEATED_LIMIT: Final = 256 << 20
+
+
+def repeated_limit(size: int) -> int:
+    """How many bytes the values a document shares between spans (its resources, processes,
+    scopes) may take once stored on each span, for a document of ``size`` bytes: 8x the document,
+    at least 256 MiB.  A resource is sent once but stored per span, so without a limit a 32 MiB
+    service name over a million tiny spans would ask for terabytes (a 50 MB one on a few spans
+    took 3-4 GB)."""
+    return max(MIN_REPEATED_LIMIT, 8 * size)
+
+
 class SpanBatch:
     """Span columns cut into Arrow chunks so a million-span file never sits in Python lists."""
 
@@ -242,6 +254,25 @@ class SpanBatch:
         self.cols = SpanColumns()
         self._chunk_rows = chunk_rows
         self._tables: list[pa.Table] = []
+        self._repeated = 0
+        self._repeated_limit: int | None = None
+
+    def document(self, size: int) -> None:
+        """A document of ``size`` bytes starts: what its shared values may grow to restarts."""
+        self._repeated = 0
+        self._repeated_limit = repeated_limit(size)
+
+    def repeat(self, nbytes: int) -> None:
+        """Count ``nbytes`` of shared values (resource, process, scope) stored again for one
+        more span; ``FieldError`` once the document's allowance is spent."""
+        self._repeated += nbytes
+        if self._repeated_limit is not None and self._repeated > self._repeated_limit:
+            raise FieldError(
+                "",
+                f"resource or scope values repeated on each span take more than "
+                f"{self._repeated_limit >> 20} MiB: resource attributes are too large for this "
+                "many spans",
+            )
 
     def tick(self) -> None:
         """Call after each append: flushes a full chunk to Arrow."""

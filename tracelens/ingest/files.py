@@ -137,8 +137,11 @@ class _Reader:
             return self._binary(b"".join(head) + self._rest(stream, held))
         doc = _try_json(first)
         if doc is _NOT_JSON:
-            self._document(self._parse(b"".join(head) + self._rest(stream, held)), line=None)
+            data = b"".join(head) + self._rest(stream, held)
+            self.batch.document(len(data))
+            self._document(self._parse(data), line=None)
         else:
+            self.batch.document(len(first))
             self._document(doc, line=lineno)
             self._lines(stream, lineno)
         self._flush_warnings()
@@ -183,6 +186,7 @@ class _Reader:
                 raise InputError(
                     self.source, f"not UTF-8 text ({exc.reason})", line=lineno
                 ) from None
+            self.batch.document(len(line))
             self._document(doc, line=lineno)
 
     def _parse(self, data: bytes) -> Any:
