@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from tracelens.cli._options import db_option
@@ -123,8 +125,15 @@ def _read_token(path: str) -> str:
     try:
         with open(path, encoding="utf-8") as f:
             token = f.readline(4096).strip()
+            mode = os.fstat(f.fileno()).st_mode
     except (OSError, UnicodeDecodeError) as exc:
         raise click.UsageError(f"cannot read --token-file {path}: {exc}") from None
     if not token:
         raise click.UsageError(f"--token-file {path} is empty")
+    if mode & 0o077:
+        click.echo(
+            f"tracelens collect: warning: --token-file {path} is readable by other users "
+            f"(mode {mode & 0o777:o}; chmod 600 it)",
+            err=True,
+        )
     return token
