@@ -191,3 +191,28 @@ def test_a_huge_service_name_cannot_multiply_memory(tmp_path: Path) -> None:
     finally:
         assert col.stop() == 0
     no_tracebacks(col)
+
+
+def test_a_compressed_grpc_bomb_is_refused_unread(tmp_path: Path) -> None:
+    """256 MiB sent gzip-compressed by gRPC (about 256 KiB on the wire): refused against the
+    message limit after decompression, without the collector holding it."""
+    col = start_collector(tmp_path / "t.duckdb")
+    try:
+        assert col.grpc
+        message = b"\x0a" + b"\x00" * (256 * MiB)
+        options = [("grpc.max_send_message_length", -1)]
+
+        def load() -> object:
+            with grpc.insecure_channel(
+                col.grpc or "", options=options, compression=grpc.Compression.Gzip
+            ) as channel:
+                with pytest.raises(grpc.RpcError) as err:
+                    channel.unary_unary(EXPORT)(message, timeout=60)
+                return err.value.code()
+
+        code, rss = _measured(col, load)
+        assert code is grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert rss < 400 * MiB, rss / MiB
+    finally:
+        assert col.stop() == 0
+    no_tracebacks(col)
