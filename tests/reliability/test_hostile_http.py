@@ -247,3 +247,31 @@ def test_grpc_bearer_scheme_is_case_insensitive(
         with pytest.raises(grpc.RpcError) as err:
             export(valid_body(1), metadata=(("authorization", f"{scheme} wrong"),), timeout=10)
         assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
+
+
+def test_token_file_mistakes_are_usage_errors(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from test_collector_support import ROOT
+
+    empty = tmp_path / "empty"
+    empty.write_text("\n")
+    token = tmp_path / "token"
+    token.write_text("t\n")
+    for args, env in (
+        (["--token-file", str(tmp_path / "missing")], {}),
+        (["--token-file", str(empty)], {}),
+        (["--token-file", str(token), "--token", "x"], {}),
+        (["--token-file", str(token)], {"TRACELENS_TOKEN": "y"}),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "tracelens.cli", "collect", "--db", str(tmp_path / "t"), *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+            env={**os.environ, **env},
+        )
+        assert result.returncode == 2, (args, result.stderr)
+        assert "token" in result.stderr.lower() and "Traceback" not in result.stderr

@@ -216,3 +216,49 @@ def test_a_compressed_grpc_bomb_is_refused_unread(tmp_path: Path) -> None:
     finally:
         assert col.stop() == 0
     no_tracebacks(col)
+
+
+@pytest.mark.parametrize("memory_mb", [512, 1024, 2048, 4096, 65536])
+def test_every_share_of_the_budget_fits_it(memory_mb: int) -> None:
+    from tracelens.collector.config import BASE_MB, CollectorConfig, MemoryPlan
+
+    plan = MemoryPlan.fit(memory_mb)
+    shares = (
+        plan.duckdb_bytes,
+        plan.queue_bytes,
+        plan.inflight_bytes,
+        plan.grpc_bytes,
+        plan.decode_bytes,
+    )
+    assert sum(shares) + BASE_MB * MiB <= memory_mb * MiB
+    assert plan.grpc_rpcs >= 1
+    assert plan.grpc_rpcs * 2 * plan.grpc_message_bytes <= plan.grpc_bytes
+    assert 4 * plan.max_body_bytes <= plan.decode_bytes
+    assert plan.max_body_bytes <= 64 * MiB and plan.grpc_message_bytes <= 4 * MiB
+    config = CollectorConfig.from_budget("x.duckdb", memory_mb)
+    assert config.max_queue_bytes == plan.queue_bytes
+    assert config.duckdb_memory == f"{plan.duckdb_bytes // MiB}MiB"
+    assert config.max_grpc_rpcs == plan.grpc_rpcs
+
+
+def test_limits_that_do_not_fit_the_budget_are_usage_errors(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    from test_collector_support import ROOT
+
+    for args in (
+        ["--memory-mb", "512", "--max-body-mb", "64"],
+        ["--memory-mb", "100"],
+        ["--max-body-mb", "8", "--grpc-max-mb", "16"],
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "tracelens.cli", "collect", "--db", str(tmp_path / "t"), *args],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=60,
+        )
+        assert result.returncode == 2, (args, result.stderr)
+        assert "Traceback" not in result.stderr
+        assert "memory" in result.stderr or "gRPC" in result.stderr, result.stderr
