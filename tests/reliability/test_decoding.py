@@ -347,3 +347,20 @@ def test_large_bodies_decoding_do_not_hold_up_small_requests(collector: Collecto
     assert set(statuses) <= {200, 503}, statuses
     print(f"3 x 8 MiB: {statuses} in {took:.1f} s; probes {len(prober.results)}")
     prober.assert_all_fast(minimum=5)
+
+
+def test_json_entries_without_spans_are_capped_like_protobuf() -> None:
+    from tracelens.ingest import read_bytes
+
+    def doc(resources: str) -> bytes:
+        return ('{"resourceSpans":[' + resources + "]}").encode()
+
+    assert read_bytes(doc(",".join(["{}"] * 10_000)), "<r>").num_rows == 0
+    with pytest.raises(InputError, match="without spans"):
+        read_bytes(doc(",".join(["{}"] * 10_001)), "<r>")
+    scopes = '{"scopeSpans":[' + ",".join(['{"spans":[]}'] * 10_000) + "]}"
+    with pytest.raises(InputError, match="without spans"):
+        read_bytes(doc(scopes), "<r>")
+    # Empty entries beside real spans count too; the real spans alone are fine.
+    real = json.dumps(_doc())[len('{"resourceSpans": [') : -2]
+    assert read_bytes(doc(",".join([real] * 3)), "<r>").num_rows == 3

@@ -262,3 +262,55 @@ def test_limits_that_do_not_fit_the_budget_are_usage_errors(tmp_path: Path) -> N
         assert result.returncode == 2, (args, result.stderr)
         assert "Traceback" not in result.stderr
         assert "memory" in result.stderr or "gRPC" in result.stderr, result.stderr
+
+
+def test_json_that_would_build_too_many_objects_is_refused_before_parsing(
+    tmp_path: Path,
+) -> None:
+    """JSON builds 20-40x its size in Python objects: 15 MiB of ``{},`` took 550 MB and 5 s to
+    decode.  The collector refuses it (413) from a count of separators, before parsing; real
+    OTLP/JSON of 2 MiB is still stored.  A file of 100 MiB of ``[],`` (a 6 GB parse) ends in a
+    clean error."""
+    col = start_collector(tmp_path / "t.duckdb")
+    try:
+        hostile = b'{"resourceSpans":[' + b"{}," * (5 * MiB) + b"{}]}"
+        from google.protobuf.json_format import MessageToJson
+
+        real = MessageToJson(ExportTraceServiceRequest.FromString(valid_body(3000))).encode()
+        assert len(real) > 2 * MiB
+
+        def load() -> object:
+            url = f"{col.http}/v1/traces"
+            return [
+                httpx.post(url, content=hostile, headers=JSON, timeout=60),
+                httpx.post(url, content=real, headers=JSON, timeout=60),
+            ]
+
+        answers, rss = _measured(col, load)
+        assert [a.status_code for a in answers] == [413, 200]  # type: ignore[attr-defined]
+        assert "as objects while decoded" in answers[0].json()["message"]  # type: ignore[index]
+        assert rss < 600 * MiB, rss / MiB
+    finally:
+        assert col.stop() == 0
+    no_tracebacks(col)
+    import subprocess
+    import sys
+
+    from test_collector_support import ROOT
+
+    path = tmp_path / "lists.jsonl"
+    with path.open("wb") as f:
+        f.write(b"[")
+        for _ in range(100):
+            f.write(b"[]," * (MiB // 3))
+        f.write(b"[]]\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "tracelens.cli", "analyze", str(path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert f"{path}:1" in result.stderr and "parsing this JSON would take" in result.stderr
+    assert "Traceback" not in result.stderr

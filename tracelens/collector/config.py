@@ -105,6 +105,7 @@ class CollectorConfig:
     # Two: a large body being decoded never holds up small ones (``ingest``); decoding holds the
     # GIL, so more would only add switching.
     decode_threads: int = 2
+    decode_bytes: int = _DEFAULT_PLAN.decode_bytes  # what one JSON body may build while decoded
     max_grpc_message_bytes: int = _DEFAULT_PLAN.grpc_message_bytes
     max_grpc_rpcs: int = _DEFAULT_PLAN.grpc_rpcs  # gRPC holds each message whole first
     drain_timeout_s: float = 30.0
@@ -129,6 +130,7 @@ class CollectorConfig:
             max_inflight_bytes=plan.inflight_bytes,
             max_queue_bytes=plan.queue_bytes if max_queue_bytes is None else max_queue_bytes,
             duckdb_memory=f"{plan.duckdb_bytes // MiB}MiB",
+            decode_bytes=plan.decode_bytes,
             max_grpc_message_bytes=plan.grpc_message_bytes,
             max_grpc_rpcs=plan.grpc_rpcs,
             **rest,

@@ -25,6 +25,7 @@ from tracelens.collector.config import LARGE_BODY, CollectorConfig
 from tracelens.collector.stats import Stats
 from tracelens.collector.writer import BatchWriter, Committed
 from tracelens.errors import InputError
+from tracelens.ingest._common import json_cost
 from tracelens.ingest.otlp_proto import CheckedSpans
 
 log = logging.getLogger("tracelens.collector")
@@ -105,6 +106,14 @@ class Ingest:
             data = await loop.run_in_executor(
                 self._pool, otlp.decompress, body, encoding, self.config.max_body_bytes
             )
+        if media == otlp.JSON:
+            cost = json_cost(data)
+            if cost > self.config.decode_bytes:
+                raise otlp.BodyTooLarge(
+                    f"this JSON body would take about {cost >> 20} MiB as objects while decoded, "
+                    f"more than the {self.config.decode_bytes >> 20} MiB --memory-mb allows for "
+                    "decoding; send protobuf (about 20x leaner to decode) or smaller batches"
+                )
         if len(data) <= LARGE_BODY:
             return data, await loop.run_in_executor(self._pool, otlp.decode, data, media)
         async with self._large:

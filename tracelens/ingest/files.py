@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from tracelens.errors import InputError
 from tracelens.ingest import detect, jaeger, otlp_json, zipkin
-from tracelens.ingest._common import FieldError, SpanBatch, loads
+from tracelens.ingest._common import FieldError, SpanBatch, json_cost, loads
 
 Decoder = Callable[[Any, SpanBatch, list[str]], None]
 
@@ -33,6 +33,13 @@ MAX_DOCUMENT_MB: Final = 256
 message, after decompression.  A gzip bomb or a file of one endless line is refused with its
 place once the cap is passed, never read whole first; a JSON Lines file may be of any size.
 ``TRACELENS_MAX_DOCUMENT_MB`` changes it."""
+
+
+PARSE_FACTOR: Final = 16
+"""A document is parsed only if ``json_cost`` estimates its Python objects at no more than this
+many times the document cap (4 GiB by default): JSON builds 20-40x its size in objects, so a
+256 MiB document of ``{},`` would otherwise take 9 GB.  Legitimate OTLP/JSON passes up to
+about 180 MiB."""
 
 
 def max_document_bytes() -> int:
@@ -135,9 +142,11 @@ class _Reader:
         first = head[-1]
         if not detect.starts_json(first):
             return self._binary(b"".join(head) + self._rest(stream, held))
+        self._parse_cap(first, lineno)
         doc = _try_json(first)
         if doc is _NOT_JSON:
             data = b"".join(head) + self._rest(stream, held)
+            self._parse_cap(data, None)
             self.batch.document(len(data))
             self._document(self._parse(data), line=None)
         else:
@@ -163,6 +172,18 @@ class _Reader:
             raise InputError(self.source, self._over_cap("the document"))
         return data
 
+    def _parse_cap(self, data: bytes, line: int | None) -> None:
+        """``InputError`` when parsing ``data`` would build too much (``PARSE_FACTOR``)."""
+        cost = json_cost(data)
+        if cost > PARSE_FACTOR * self.cap:
+            raise InputError(
+                self.source,
+                f"parsing this JSON would take about {cost >> 20} MiB of memory, more than "
+                f"{PARSE_FACTOR * self.cap >> 20} MiB; split the file, or raise "
+                "TRACELENS_MAX_DOCUMENT_MB",
+                line=line,
+            )
+
     def _over_cap(self, what: str) -> str:
         return (
             f"{what} is larger than {self.cap >> 20} MiB (after decompression), more than is "
@@ -174,6 +195,7 @@ class _Reader:
             lineno += 1
             if not line.strip():
                 continue
+            self._parse_cap(line, lineno)
             try:
                 doc = loads(line)
             except json.JSONDecodeError as exc:

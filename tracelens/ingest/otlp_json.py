@@ -79,6 +79,14 @@ def _request(doc: dict[str, Any], batch: SpanBatch) -> None:
 
 
 def _resource_spans(rs: dict[str, Any], batch: SpanBatch) -> None:
+    key = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
+    scopes = rs.get(key) or []
+    if type(scopes) is list:  # else as_list below says what is wrong
+        empty = sum(1 for ss in scopes if type(ss) is not dict or not ss.get("spans"))
+        if empty == len(scopes):
+            batch.empty(1 + empty)
+        elif empty:
+            batch.empty(empty)
     resource = as_dict(rs.get("resource") or {}, "resource")
     try:
         res_attrs = attributes(resource.get("attributes"))
@@ -87,7 +95,6 @@ def _resource_spans(rs: dict[str, Any], batch: SpanBatch) -> None:
     svc = res_attrs.get(attrs.SERVICE_NAME)
     service = UNKNOWN_SERVICE if svc is None or svc == "" else str(svc)
     res_json = json_value(res_attrs) if res_attrs else None
-    key = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
     shared = len(service) + len(res_json or "")
     for s, ss in enumerate(as_list(rs, key)):
         try:
