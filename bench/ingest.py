@@ -1,6 +1,7 @@
 """How fast ``tracelens collect`` stores spans sent over OTLP/HTTP, and how that compares.
 
     python bench/ingest.py [--clients 16] [--seconds 15] [--warmup 3] [--no-phoenix]
+                           [--memory-mb 2048]
 
 N client threads (in their own process, so the collector's figures are its own) each send
 requests of 512 spans (64 traces of 8 nested spans, 8 attributes each: the shape the OpenTelemetry
@@ -217,7 +218,9 @@ def _threads(arg: tuple[tuple[Any, ...], int]) -> list[tuple[float, float]]:
 # -- systems under test ------------------------------------------------------------------------
 
 
-def start_tracelens(db: Path, queue_mb: float | None = None) -> tuple[subprocess.Popen[str], str]:
+def start_tracelens(
+    db: Path, queue_mb: float | None = None, memory_mb: int | None = None
+) -> tuple[subprocess.Popen[str], str]:
     cmd = [
         sys.executable,
         "-m",
@@ -230,6 +233,7 @@ def start_tracelens(db: Path, queue_mb: float | None = None) -> tuple[subprocess
         "--grpc",
         "off",
         *(["--queue-mb", str(queue_mb)] if queue_mb else []),
+        *(["--memory-mb", str(memory_mb)] if memory_mb else []),
     ]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     assert proc.stderr is not None
@@ -345,6 +349,12 @@ def main() -> None:
     parser.add_argument(
         "--queue-mb", type=float, help="the collector's --queue-mb (default: its own)"
     )
+    parser.add_argument(
+        "--memory-mb",
+        type=int,
+        default=2048,
+        help="the collector's --memory-mb, printed beside its peak RSS (default: 2048, its own)",
+    )
     args = parser.parse_args()
 
     body, offsets = base_payload()
@@ -363,7 +373,7 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="tracelens-ingest-"))
     try:
-        proc, url = start_tracelens(tmp / "bench.duckdb", args.queue_mb)
+        proc, url = start_tracelens(tmp / "bench.duckdb", args.queue_mb, args.memory_mb)
         try:
             result = run_load(
                 url,
@@ -384,7 +394,8 @@ def main() -> None:
             f"{result['stored_per_s']:,.0f} spans/s stored "
             f"({result['acked_per_s']:,.0f} acknowledged), "
             f"p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms per request, "
-            f"peak RSS {rss:.0f} MiB; {result['stored_per_s'] / from_string:.3f} x decode-only"
+            f"peak RSS {rss:.0f} MiB (budget --memory-mb {args.memory_mb}); "
+            f"{result['stored_per_s'] / from_string:.3f} x decode-only"
         )
         print(
             f"  collector CPU: {result['cpu_share']:.2f} cores busy, "

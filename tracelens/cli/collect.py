@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from tracelens.cli._options import db_option
@@ -29,24 +31,55 @@ from tracelens.cli._options import db_option
     default=None,
     envvar="TRACELENS_TOKEN",
     show_envvar=True,
-    help="Require 'Authorization: Bearer TOKEN' on every request (both transports).",
+    help="Require 'Authorization: Bearer TOKEN' on every request (both transports). "
+    "Prefer --token-file or the environment variable: a command-line token shows in `ps`.",
+)
+@click.option(
+    "--token-file",
+    "token_file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Read the token from the first line of this file (not shown in `ps`).",
+)
+@click.option(
+    "--memory-mb",
+    type=click.IntRange(512, 1 << 20),
+    default=2048,
+    show_default=True,
+    help="Memory budget: DuckDB, the queue, request bodies, gRPC messages and decoding all "
+    "share it (see README: Hostile input and limits).",
 )
 @click.option(
     "--max-body-mb",
     type=click.IntRange(1, 4096),
-    default=64,
-    show_default=True,
-    help="Largest request body, also after decompression.",
+    default=None,
+    help="Largest HTTP request body, also after decompression "
+    "[default: 64, at most (--memory-mb - 192)/28].",
+)
+@click.option(
+    "--grpc-max-mb",
+    type=click.FloatRange(0.01, 4096),
+    default=None,
+    help="Largest gRPC message; gRPC holds each whole, so the budget admits fewer at once "
+    "the larger this is [default: 4, at most --max-body-mb].",
 )
 @click.option(
     "--queue-mb",
     type=click.FloatRange(0.01, 65536),
-    default=512,
-    show_default=True,
-    help="Decoded spans not yet in the store; beyond it requests get 503/UNAVAILABLE.",
+    default=None,
+    help="Decoded spans not yet in the store; beyond it requests get 503/UNAVAILABLE "
+    "[default: a quarter of --memory-mb].",
 )
 def collect(
-    db: str | None, http: str, grpc: str, token: str | None, max_body_mb: int, queue_mb: float
+    db: str | None,
+    http: str,
+    grpc: str,
+    token: str | None,
+    token_file: str | None,
+    memory_mb: int,
+    max_body_mb: int | None,
+    grpc_max_mb: float | None,
+    queue_mb: float | None,
 ) -> None:
     """Receive spans over OTLP (HTTP and gRPC) into the store.
 
@@ -60,17 +93,47 @@ def collect(
     from tracelens.errors import StoreError
     from tracelens.store import default_db_path
 
-    config = CollectorConfig(
-        db=db or default_db_path(),
-        http=http,
-        grpc=None if grpc.strip().lower() in ("", "off", "none") else grpc,
-        token=token or None,
-        max_body_bytes=max_body_mb * MiB,
-        max_queue_bytes=int(queue_mb * MiB),
-    )
+    if token_file is not None:
+        if token:
+            raise click.UsageError(
+                "give the token one way: --token-file, or --token / TRACELENS_TOKEN"
+            )
+        token = _read_token(token_file)
+    try:
+        config = CollectorConfig.from_budget(
+            db or default_db_path(),
+            memory_mb,
+            max_body_bytes=None if max_body_mb is None else max_body_mb * MiB,
+            max_grpc_message_bytes=None if grpc_max_mb is None else int(grpc_max_mb * MiB),
+            max_queue_bytes=None if queue_mb is None else int(queue_mb * MiB),
+            http=http,
+            grpc=None if grpc.strip().lower() in ("", "off", "none") else grpc,
+            token=token or None,
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     try:
         run_collector(config)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise click.ClickException(f"cannot start the collector: {exc}") from None
+
+
+def _read_token(path: str) -> str:
+    """The first line of ``path``, stripped; a clean error when it is missing or empty."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.readline(4096).strip()
+            mode = os.fstat(f.fileno()).st_mode
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.UsageError(f"cannot read --token-file {path}: {exc}") from None
+    if not token:
+        raise click.UsageError(f"--token-file {path} is empty")
+    if mode & 0o077:
+        click.echo(
+            f"tracelens collect: warning: --token-file {path} is readable by other users "
+            f"(mode {mode & 0o777:o}; chmod 600 it)",
+            err=True,
+        )
+    return token

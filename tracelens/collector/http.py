@@ -11,6 +11,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
@@ -22,9 +24,19 @@ from tracelens.collector.stats import Stats
 log = logging.getLogger("tracelens.collector")
 
 HEADER_LIMIT = 64 * 1024
-HEADER_TIMEOUT_S = 30.0
-BODY_TIMEOUT_S = 120.0
-IDLE_TIMEOUT_S = 120.0
+HEADER_TIMEOUT_S = 10.0  # a whole request head, from the first request's connect
+IDLE_TIMEOUT_S = 60.0  # between requests of a keep-alive connection (and that request's head)
+BODY_TIMEOUT_S = 20.0  # a body's allowance on top of what its size needs at BODY_MIN_RATE
+BODY_MIN_RATE = 1 << 20  # bytes/s: a body slower than this (after BODY_TIMEOUT_S) is cut off
+TRAILER_TIMEOUT_S = 5.0  # the whole trailer section of a chunked body
+TRAILER_LIMIT = 8 * 1024
+LINGER_S = 2.0  # after an error answer, how long unread request bytes are read and dropped
+LINGER_BYTES = 128 << 20
+CONNECTION_SHARE = 4  # one connection holds at most 1/CONNECTION_SHARE of the body budget
+
+_DIGITS = re.compile(r"[0-9]{1,18}")
+_CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
+_TOKEN = re.compile(r"[!#$%&'*+.^_`|~0-9A-Za-z-]+")
 
 
 @dataclass
@@ -76,6 +88,15 @@ class HttpError(Exception):
         self.response = response
 
 
+class _BadRequest(Exception):
+    """A request head that breaks HTTP/1.1 framing (RFC 9112): 400, or 501 for a transfer
+    coding the server does not implement."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class Budget:
     """Bytes of request bodies held at once, across all connections and both transports.  Used
     from the event loop thread only."""
@@ -101,6 +122,16 @@ Refusal = Callable[[int, str], Response]
 
 
 class HttpServer:
+    """Connections, framing and limits; ``handler`` answers each parsed request.
+
+    Fairness: every wait has a deadline (the head, the body at a minimum rate, the trailers); no
+    connection holds more than ``1/CONNECTION_SHARE`` of the body budget; and a new connection
+    that finds every slot taken closes the longest-idle connection (one with no request in
+    progress) rather than being refused, so idle or slow-header connections cannot lock clients
+    out.  Errors are answered, then the connection is half-closed and what the client still sends
+    is read and dropped for a moment, so it reads the status instead of a reset.
+    """
+
     def __init__(
         self,
         config: CollectorConfig,
@@ -117,7 +148,13 @@ class HttpServer:
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.StreamWriter] = set()
         self._busy: set[asyncio.StreamWriter] = set()
+        self._idle: dict[asyncio.StreamWriter, None] = {}  # oldest idle first
         self._closing = False
+
+    @property
+    def body_limit(self) -> int:
+        """The largest body one request (one connection) may hold."""
+        return max(1, min(self._config.max_body_bytes, self._budget.limit // CONNECTION_SHARE))
 
     async def start(self, host: str, port: int) -> int:
         self._server = await asyncio.start_server(
@@ -138,11 +175,25 @@ class HttpServer:
         for writer in list(self._connections):
             writer.close()
 
+    def _make_room(self) -> bool:
+        """Whether a new connection may be served: below the limit, or after closing the
+        connection idle the longest."""
+        if len(self._connections) < self._config.max_connections:
+            return True
+        oldest = next(iter(self._idle), None)
+        if oldest is None:
+            return False
+        del self._idle[oldest]
+        self._connections.discard(oldest)
+        oldest.transport.abort()  # its reader wakes with an error and its task ends
+        self._stats.add(connections_evicted=1)
+        return True
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if len(self._connections) >= self._config.max_connections or self._closing:
+        if self._closing or not self._make_room():
             with contextlib.suppress(Exception):
                 self._busy_response("too many connections").send(writer, False)
-                await writer.drain()
+                await self._linger(reader, writer, LINGER_S / 4)
             writer.close()
             return
         self._connections.add(writer)
@@ -155,37 +206,76 @@ class HttpServer:
         finally:
             self._connections.discard(writer)
             self._busy.discard(writer)
+            self._idle.pop(writer, None)
             writer.close()
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         first = True
         while not self._closing:
             timeout = HEADER_TIMEOUT_S if first else IDLE_TIMEOUT_S
+            self._idle[writer] = None
             try:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
             except asyncio.LimitOverrunError:
-                self._refuse(431, "request headers too large").send(writer, False)
+                self._idle.pop(writer, None)
+                await self._fail(self._refuse(431, "request headers too large"), reader, writer)
+                return
+            except TimeoutError:
+                self._idle.pop(writer, None)
+                if reader._buffer:  # type: ignore[attr-defined]  # part of a head: say why
+                    await self._fail(self._refuse(408, "request head too slow"), reader, writer)
                 return
             except asyncio.IncompleteReadError:
                 return
+            self._idle.pop(writer, None)
             first = False
             self._busy.add(writer)
             try:
                 response, keep = await self._one(head, reader, writer)
             finally:
                 self._busy.discard(writer)
+            if not keep and response.status >= 400:
+                await self._fail(response, reader, writer)
+                return
             response.send(writer, keep)
             await writer.drain()
             if not keep:
                 return
+
+    async def _fail(
+        self, response: Response, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+    ) -> None:
+        """Answer, then close politely: the client may still be sending a body we will not read,
+        and closing with unread data would reset the connection before it reads the answer."""
+        response.send(writer, False)
+        await writer.drain()
+        await self._linger(reader, writer, LINGER_S)
+
+    async def _linger(
+        self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, seconds: float
+    ) -> None:
+        with contextlib.suppress(Exception):
+            if writer.can_write_eof():
+                writer.write_eof()
+            deadline = time.monotonic() + seconds
+            dropped = 0
+            while dropped < LINGER_BYTES:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                data = await asyncio.wait_for(reader.read(1 << 16), left)
+                if not data:
+                    break
+                dropped += len(data)
 
     async def _one(
         self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> tuple[Response, bool]:
         try:
             request = _parse_head(head)
-        except ValueError as exc:
-            return self._refuse(400, f"malformed HTTP request: {exc}"), False
+        except _BadRequest as exc:
+            self._count(400)
+            return self._refuse(exc.status, f"malformed HTTP request: {exc}"), False
         held = 0
         body_state = {"read": False}
 
@@ -210,57 +300,87 @@ class HttpServer:
         self, request: Request, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> tuple[bytes, int]:
         headers = request.headers
-        limit = self._config.max_body_bytes
-        chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+        limit = self.body_limit
+        chunked = "transfer-encoding" in headers  # _parse_head allows only "chunked"
         length = 0
         if not chunked:
-            try:
-                length = int(headers.get("content-length", "0"))
-            except ValueError:
-                raise HttpError(self._refuse(400, "bad Content-Length")) from None
-            if length < 0:
-                raise HttpError(self._refuse(400, "bad Content-Length"))
+            length = int(headers.get("content-length", "0"))  # checked by _parse_head
             if length > limit:
                 raise HttpError(self._refuse(413, f"body over the limit of {limit} bytes"))
             if not self._budget.take(length):
                 raise HttpError(self._busy_response("too much request data in flight"))
+        started = time.monotonic()
         try:
             if headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await writer.drain()
             if not chunked:
-                body = await asyncio.wait_for(reader.readexactly(length), BODY_TIMEOUT_S)
+                body = await self._timed(reader.readexactly(length), started, length)
                 return body, length
         except BaseException:
             self._budget.give(length)
             raise
-        return await self._read_chunked(reader, limit)
+        return await self._read_chunked(reader, limit, started)
 
-    async def _read_chunked(self, reader: asyncio.StreamReader, limit: int) -> tuple[bytes, int]:
+    async def _timed(self, step: Awaitable[bytes], started: float, size: int) -> bytes:
+        """``step``, cut off (408) once the body has taken longer than its size allows."""
+        left = started + BODY_TIMEOUT_S + size / BODY_MIN_RATE - time.monotonic()
+        try:
+            return await asyncio.wait_for(step, max(left, 0.001))
+        except TimeoutError:
+            raise HttpError(self._refuse(408, "request body too slow")) from None
+
+    async def _read_chunked(
+        self, reader: asyncio.StreamReader, limit: int, started: float
+    ) -> tuple[bytes, int]:
         parts: list[bytes] = []
         held = 0
         try:
             while True:
-                line = await asyncio.wait_for(reader.readuntil(b"\r\n"), BODY_TIMEOUT_S)
-                try:
-                    size = int(line.split(b";")[0].strip(), 16)
-                except ValueError:
-                    raise HttpError(self._refuse(400, "bad chunk size")) from None
+                line = await self._chunk_line(reader, started, held)
+                size_text = line[:-2].split(b";", 1)[0].rstrip(b" \t")
+                if not _CHUNK_SIZE.fullmatch(size_text):
+                    raise HttpError(self._refuse(400, "bad chunk size"))
+                size = int(size_text, 16)
                 if size == 0:
-                    while (await reader.readuntil(b"\r\n")) != b"\r\n":  # trailers
-                        pass
+                    await self._trailers(reader)
                     return b"".join(parts), held
                 if held + size > limit:
                     raise HttpError(self._refuse(413, f"body over the limit of {limit} bytes"))
                 if not self._budget.take(size):
                     raise HttpError(self._busy_response("too much request data in flight"))
                 held += size
-                parts.append(await asyncio.wait_for(reader.readexactly(size), BODY_TIMEOUT_S))
-                if await reader.readexactly(2) != b"\r\n":
+                parts.append(await self._timed(reader.readexactly(size), started, held))
+                if await self._timed(reader.readexactly(2), started, held) != b"\r\n":
                     raise HttpError(self._refuse(400, "bad chunk framing"))
         except BaseException:
             self._budget.give(held)
             raise
+
+    async def _chunk_line(self, reader: asyncio.StreamReader, started: float, held: int) -> bytes:
+        try:
+            return await self._timed(reader.readuntil(b"\r\n"), started, held)
+        except asyncio.LimitOverrunError:
+            raise HttpError(self._refuse(400, "chunk size line too long")) from None
+
+    async def _trailers(self, reader: asyncio.StreamReader) -> None:
+        """Read and ignore the trailer section: at most ``TRAILER_LIMIT`` bytes, all of it within
+        ``TRAILER_TIMEOUT_S`` (a client dripping trailer lines is cut off)."""
+        deadline = time.monotonic() + TRAILER_TIMEOUT_S
+        total = 0
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                line = await asyncio.wait_for(reader.readuntil(b"\r\n"), max(left, 0.001))
+            except TimeoutError:
+                raise HttpError(self._refuse(408, "chunked trailers too slow")) from None
+            except asyncio.LimitOverrunError:
+                raise HttpError(self._refuse(431, "chunked trailers too large")) from None
+            if line == b"\r\n":
+                return
+            total += len(line)
+            if total > TRAILER_LIMIT:
+                raise HttpError(self._refuse(431, "chunked trailers too large"))
 
     def _count(self, status: int) -> None:
         if status == 413:
@@ -282,21 +402,54 @@ def _has_body(headers: dict[str, str]) -> bool:
 
 
 def _parse_head(head: bytes) -> Request:
+    """The request line and headers, framing checked as RFC 9112 asks: Content-Length is digits
+    only and every copy agrees; Transfer-Encoding ends in ``chunked`` (else the length is
+    unknowable: 400), with no other coding (not implemented: 501); not both; no obs-fold."""
     text = head.decode("latin-1")
     lines = text.split("\r\n")
     parts = lines[0].split(" ")
-    if len(parts) != 3 or not parts[2].startswith("HTTP/1."):
-        raise ValueError("bad request line")
+    if len(parts) != 3 or not parts[2].startswith("HTTP/1.") or not _TOKEN.fullmatch(parts[0]):
+        raise _BadRequest("bad request line")
     method, target, version = parts
     headers: dict[str, str] = {}
     for line in lines[1:]:
         if not line:
             continue
         name, sep, value = line.partition(":")
-        if not sep or not name or name != name.strip():
-            raise ValueError(f"bad header line {line[:40]!r}")
-        headers[name.lower()] = value.strip()
-    if "transfer-encoding" in headers and "content-length" in headers:
-        raise ValueError("both Transfer-Encoding and Content-Length")
+        if not sep or not _TOKEN.fullmatch(name):
+            raise _BadRequest(f"bad header line {line[:40]!r}")
+        key = name.lower()
+        value = value.strip(" \t")
+        if key in headers and key in ("content-length", "transfer-encoding"):
+            headers[key] += ", " + value  # a list, as if sent on one line (RFC 9110 5.3)
+        else:
+            headers[key] = value
+    if "transfer-encoding" in headers:
+        if "content-length" in headers:
+            raise _BadRequest("both Transfer-Encoding and Content-Length")
+        if version == "HTTP/1.0":
+            raise _BadRequest("Transfer-Encoding in an HTTP/1.0 request")
+        codings = [c.strip().lower() for c in headers["transfer-encoding"].split(",")]
+        if codings[-1] != "chunked" or codings.count("chunked") != 1:
+            raise _BadRequest("Transfer-Encoding must end in chunked, once")
+        if len(codings) > 1:
+            raise _BadRequest(f"transfer coding {codings[0]!r} not implemented", 501)
+    elif "content-length" in headers:
+        values = {v.strip() for v in headers["content-length"].split(",")}
+        if len(values) != 1 or not _DIGITS.fullmatch(next(iter(values))):
+            raise _BadRequest("bad Content-Length")
+        headers["content-length"] = str(int(values.pop()))
+    auth = headers.get("authorization")
+    if auth is not None:
+        headers["authorization"] = _canonical_scheme(auth)
     url = urlsplit(target)
     return Request(method.upper(), url.path, parse_qs(url.query), version, headers)
+
+
+def _canonical_scheme(value: str) -> str:
+    """``bearer x`` as ``Bearer x``: an authentication scheme is case-insensitive (RFC 9110
+    11.1), and the token check compares the whole value."""
+    scheme, sep, rest = value.partition(" ")
+    if scheme.lower() == "bearer":
+        return f"Bearer{sep}{rest.strip()}"
+    return value

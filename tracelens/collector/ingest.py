@@ -1,8 +1,13 @@
 """One export request from body to durable spans, whichever transport it came by.
 
-Decoding runs on a worker thread so the event loop keeps answering health checks and refusals
+Decoding runs on worker threads so the event loop keeps answering health checks and refusals
 while a large body is decoded; the writer answers through a future once the request is journaled
-(fsynced; see ``journal``).
+(fsynced; see ``journal``).  Bodies over ``LARGE_BODY`` (inflated) are decoded one at a time, so
+one expensive body holds one of the two threads, never both: small requests keep being decoded
+on the other.  Python threads cannot be cancelled, so there is no per-request deadline; what one
+body can cost is bounded by the decoders instead: its size (``max_body_bytes``, also inflated),
+at most 10,000 resource or scope entries without spans, shared values stored per span at most 8x
+the body, JSON nesting (worst measured: ~0.12 s per MiB, every span with its own resource).
 Every failure becomes an ``Outcome`` the transports translate; nothing here raises to them.
 """
 
@@ -16,10 +21,11 @@ from dataclasses import dataclass
 from enum import Enum
 
 from tracelens.collector import journal, otlp
-from tracelens.collector.config import CollectorConfig
+from tracelens.collector.config import LARGE_BODY, CollectorConfig
 from tracelens.collector.stats import Stats
 from tracelens.collector.writer import BatchWriter, Committed
 from tracelens.errors import InputError
+from tracelens.ingest._common import json_cost
 from tracelens.ingest.otlp_proto import CheckedSpans
 
 log = logging.getLogger("tracelens.collector")
@@ -47,7 +53,10 @@ class Ingest:
         self.writer = writer
         self.stats = stats
         self.accepting = True
-        self._pool = ThreadPoolExecutor(config.decode_threads, thread_name_prefix="tl-decode")
+        self._pool = ThreadPoolExecutor(
+            max(2, config.decode_threads), thread_name_prefix="tl-decode"
+        )
+        self._large = asyncio.Semaphore(max(1, config.decode_threads - 1))
 
     def close(self) -> None:
         self._pool.shutdown(wait=True)
@@ -70,9 +79,7 @@ class Ingest:
             return Outcome(Kind.BUSY, "tracelens collect is busy; retry later")
         loop = asyncio.get_running_loop()
         try:
-            data, checked = await loop.run_in_executor(
-                self._pool, self._decode, body, media, encoding
-            )
+            data, checked = await self._decode(loop, body, media, encoding)
         except otlp.BodyTooLarge as exc:
             return Outcome(Kind.TOO_LARGE, str(exc))
         except otlp.UnsupportedMedia as exc:
@@ -91,9 +98,26 @@ class Ingest:
         kind = journal.PROTOBUF if media == otlp.PROTOBUF else journal.JSON
         return await self._commit(loop, checked, (kind, data))
 
-    def _decode(self, body: bytes, media: str, encoding: str | None) -> tuple[bytes, CheckedSpans]:
-        data = otlp.decompress(body, encoding, self.config.max_body_bytes)
-        return data, otlp.decode(data, media)
+    async def _decode(
+        self, loop: asyncio.AbstractEventLoop, body: bytes, media: str, encoding: str | None
+    ) -> tuple[bytes, CheckedSpans]:
+        data = body
+        if (encoding or "identity").strip().lower() not in ("", "identity"):
+            data = await loop.run_in_executor(
+                self._pool, otlp.decompress, body, encoding, self.config.max_body_bytes
+            )
+        if media == otlp.JSON:
+            cost = json_cost(data)
+            if cost > self.config.decode_bytes:
+                raise otlp.BodyTooLarge(
+                    f"this JSON body would take about {cost >> 20} MiB as objects while decoded, "
+                    f"more than the {self.config.decode_bytes >> 20} MiB --memory-mb allows for "
+                    "decoding; send protobuf (about 20x leaner to decode) or smaller batches"
+                )
+        if len(data) <= LARGE_BODY:
+            return data, await loop.run_in_executor(self._pool, otlp.decode, data, media)
+        async with self._large:
+            return data, await loop.run_in_executor(self._pool, otlp.decode, data, media)
 
     async def _commit(
         self, loop: asyncio.AbstractEventLoop, checked: CheckedSpans, record: tuple[int, bytes]
@@ -107,7 +131,7 @@ class Ingest:
             return Outcome(Kind.BUSY, "tracelens collect is busy; retry later")
         result = await asyncio.shield(future)
         if isinstance(result, BaseException):
-            log.error("the store refused a batch: %s", result)
+            log.debug("the store refused a batch: %s", result)  # the writer logs it once
             return Outcome(Kind.FAILED, f"the journal failed; nothing was stored: {result}")
         return Outcome(Kind.OK, checked=checked)
 

@@ -46,7 +46,13 @@ def media_type(content_type: str | None) -> str:
 
 def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     """Undo ``Content-Encoding`` (gzip, deflate, identity), never producing more than ``limit``
-    bytes: a gzip bomb is refused after ``limit`` bytes of output, not after all of them."""
+    bytes: a gzip bomb is refused after ``limit`` bytes of output, not after all of them.
+
+    Several gzip members (or zlib streams) one after another are one body (RFC 1952), each
+    inflated with what is left of ``limit``.  Every step either consumes input or produces output,
+    so the loop ends after at most ``len(body) + limit`` bytes of work; the old loop never ended
+    on a member followed by another one.
+    """
     name = (encoding or "identity").strip().lower()
     if name in ("", "identity"):
         return body
@@ -56,23 +62,47 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
         wbits = zlib.MAX_WBITS
     else:
         raise UnsupportedMedia(f"unsupported content encoding {name!r}: send gzip, deflate or none")
-    inflater = zlib.decompressobj(wbits)
-    out = bytearray()
-    data = body
     try:
-        while data:
-            out += inflater.decompress(data, _CHUNK)
-            if len(out) > limit:
-                raise BodyTooLarge(f"body decompresses to more than {limit} bytes")
-            data = inflater.unconsumed_tail
-        out += inflater.flush()
+        return inflate(body, wbits, limit)
     except zlib.error as exc:
         raise InputError("<request>", f"bad {name} body: {exc}") from None
-    if len(out) > limit:
-        raise BodyTooLarge(f"body decompresses to more than {limit} bytes")
-    if not inflater.eof:
-        raise InputError("<request>", f"truncated {name} body")
-    return bytes(out)
+    except _Truncated:
+        raise InputError("<request>", f"truncated {name} body") from None
+    except _TooLarge:
+        raise BodyTooLarge(f"body decompresses to more than {limit} bytes") from None
+
+
+class _Truncated(Exception):
+    pass
+
+
+class _TooLarge(Exception):
+    pass
+
+
+def inflate(data: bytes, wbits: int, limit: int) -> bytes:
+    """Every member of ``data`` inflated; ``_TooLarge`` past ``limit`` bytes of output,
+    ``_Truncated`` when a member ends early, ``zlib.error`` on bad data."""
+    parts: list[bytes] = []
+    total = 0
+    rest = data
+    while rest:
+        inflater = zlib.decompressobj(wbits)
+        tail = rest
+        while not inflater.eof:
+            # Ask for one byte past the limit at most: enough to know it is over.
+            chunk = inflater.decompress(tail, min(_CHUNK, limit - total + 1))
+            total += len(chunk)
+            if total > limit:
+                raise _TooLarge
+            if chunk:
+                parts.append(chunk)
+            consumed = len(tail) - len(inflater.unconsumed_tail)
+            tail = inflater.unconsumed_tail
+            if not chunk and not consumed:  # no progress: the input ran out mid-member
+                raise _Truncated
+        rest = inflater.unused_data
+    return b"".join(parts)
 
 
 def decode(body: bytes, media: str) -> CheckedSpans:
@@ -119,5 +149,6 @@ UNAVAILABLE: Final = code_pb2.UNAVAILABLE
 UNAUTHENTICATED: Final = code_pb2.UNAUTHENTICATED
 NOT_FOUND: Final = code_pb2.NOT_FOUND
 UNIMPLEMENTED: Final = code_pb2.UNIMPLEMENTED
+DEADLINE_EXCEEDED: Final = code_pb2.DEADLINE_EXCEEDED  # 408: a client too slow to send
 RESOURCE_EXHAUSTED: Final = code_pb2.RESOURCE_EXHAUSTED
 INTERNAL: Final = code_pb2.INTERNAL

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 from collections.abc import Awaitable, Callable
 from typing import Final
@@ -21,6 +20,7 @@ from typing import Final
 import pyarrow as pa
 
 from tracelens.collector import otlp
+from tracelens.collector.auth import bearer_matches
 from tracelens.collector.http import Request, Response
 from tracelens.collector.ingest import Ingest, Kind, Outcome
 from tracelens.errors import StoreError
@@ -47,7 +47,9 @@ class Routes:
             400: otlp.INVALID_ARGUMENT,
             401: otlp.UNAUTHENTICATED,
             404: otlp.NOT_FOUND,
+            408: otlp.DEADLINE_EXCEEDED,
             413: otlp.RESOURCE_EXHAUSTED,
+            501: otlp.UNIMPLEMENTED,
             503: otlp.UNAVAILABLE,
         }.get(status, otlp.INTERNAL)
         if status in (415, 405, 431):
@@ -101,8 +103,7 @@ class Routes:
     def _authorized(self, request: Request) -> bool:
         if not self._token:
             return True
-        given = request.headers.get("authorization", "")
-        return hmac.compare_digest(given.encode(), f"Bearer {self._token}".encode())
+        return bearer_matches(request.headers.get("authorization", ""), self._token)
 
     def _method_not_allowed(self, allowed: str) -> Response:
         response = self.refuse(405, f"method not allowed; use {allowed}")

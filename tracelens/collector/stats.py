@@ -20,6 +20,7 @@ class Stats:
             "spans_stored": 0,  # merged into the DuckDB store
             "spans_duplicate": 0,
             "spans_rejected": 0,
+            "connections_evicted": 0,
             "batches_committed": 0,
             "merges": 0,
             "spans_recovered": 0,

@@ -13,6 +13,7 @@ import binascii
 import json
 import math
 import re
+from itertools import accumulate
 from typing import Any, Final
 
 import pyarrow as pa
@@ -34,13 +35,77 @@ except ImportError:  # pragma: no cover - orjson is a dependency
     _fast_loads = json.loads
 
 
-def loads(data: bytes) -> Any:
+MAX_JSON_DEPTH: Final = 512
+"""Deepest nesting of arrays and objects the standard-library fallback parses.  orjson (the fast
+path) stops at 1024 levels by itself; the fallback would recurse once per level, so nesting is
+measured first, without recursion, and deeper documents are refused with their place."""
+
+_JSON_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_BRACKET_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+_STEP: Final = {"[": 1, "{": 1, "]": -1, "}": -1}
+_SURROGATE_HINT = re.compile(r"\\u[dD][89a-fA-F]|[\ud800-\udfff]")
+# A surrogate pair, a lone surrogate escape, any other escape; left to right, so an escaped
+# backslash (``\\\\ud800``) is never taken for the start of an escape.
+_ESCAPE = re.compile(
+    r"\\(?:u[dD][89abAB][0-9a-fA-F]{2}\\u[dD][c-fC-F][0-9a-fA-F]{2}|(u[dD][89a-fA-F][0-9a-fA-F]{2})|.)",
+    re.S,
+)
+_RAW_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def loads(data: bytes | str) -> Any:
     """Parse JSON; on failure the standard library parses again, for its exact error place and
-    for what it alone accepts (NaN, integers beyond 64 bits)."""
+    for what it alone accepts (NaN, integers beyond 64 bits).
+
+    Before the fallback parses, its two traps are ruled out with their place in the text
+    (``json.JSONDecodeError``): nesting deeper than ``MAX_JSON_DEPTH`` (it recurses per level) and
+    a lone surrogate escape such as ``"\\ud800"`` (it would build a ``str`` that cannot be
+    encoded, failing far from the input).  Text that is not UTF-8 raises ``UnicodeDecodeError``.
+    """
     try:
         return _fast_loads(data)
     except ValueError:
-        return json.loads(data)
+        pass
+    text = data if isinstance(data, str) else _text(data)
+    check_json_text(text)
+    return json.loads(text)
+
+
+def _text(data: bytes) -> str:
+    """The text of a JSON document, as ``json.loads`` would decode it, but strict UTF-8 (it lets
+    encoded surrogates through)."""
+    encoding = json.detect_encoding(data)
+    if encoding.startswith("utf-8"):
+        return data.decode(encoding)
+    return data.decode(encoding, "surrogatepass")
+
+
+def check_json_text(text: str) -> None:
+    """``json.JSONDecodeError`` at the first place nested deeper than ``MAX_JSON_DEPTH`` or
+    holding a lone surrogate; linear time, no recursion."""
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH:
+        brackets = _NOT_BRACKET.sub("", _JSON_STRING.sub("", text))
+        if max(accumulate(map(_STEP.__getitem__, brackets)), default=0) > MAX_JSON_DEPTH:
+            depth = 0
+            for match in _BRACKET_TOKEN.finditer(text):
+                depth += _STEP.get(match.group(), 0)
+                if depth > MAX_JSON_DEPTH:
+                    raise json.JSONDecodeError(
+                        f"nested deeper than {MAX_JSON_DEPTH} levels", text, match.start()
+                    )
+    if _SURROGATE_HINT.search(text) is None:
+        return
+    for match in _ESCAPE.finditer(text):
+        if match.group(1):
+            raise json.JSONDecodeError(
+                f"lone surrogate \\{match.group(1)} in a string (not a Unicode character)",
+                text,
+                match.start(),
+            )
+    raw = _RAW_SURROGATE.search(text)
+    if raw is not None:
+        raise json.JSONDecodeError("a lone surrogate in a string", text, raw.start())
 
 
 class FieldError(Exception):
@@ -170,6 +235,28 @@ def b64_to_hex(value: str, nbytes: int) -> str | None:
     return raw.hex() if len(raw) == nbytes else None
 
 
+MIN_REPEATED_LIMIT: Final = 256 << 20
+MAX_EMPTY_ENTRIES: Final = 10_000
+JSON_BYTES_PER_VALUE: Final = 192
+
+
+def json_cost(data: bytes) -> int:
+    """About how many bytes of Python objects parsing ``data`` as JSON builds, found without
+    parsing: a value per ``,`` or ``:`` (each a ``dict``, ``list``, ``str`` or number of 28-230
+    bytes) plus the text.  Measured: OTLP/JSON from the SDK builds ~20x its size (this estimate:
+    ~23x); 1M ``{}`` 36x (this: 60x).  An upper bound in practice, and linear in the input."""
+    return JSON_BYTES_PER_VALUE * (data.count(b",") + data.count(b":")) + 4 * len(data)
+
+
+def repeated_limit(size: int) -> int:
+    """How many bytes the values a document shares between spans (its resources, processes,
+    scopes) may take once stored on each span, for a document of ``size`` bytes: 8x the document,
+    at least 256 MiB.  A resource is sent once but stored per span, so without a limit a 32 MiB
+    service name over a million tiny spans would ask for terabytes (a 50 MB one on a few spans
+    took 3-4 GB)."""
+    return max(MIN_REPEATED_LIMIT, 8 * size)
+
+
 class SpanBatch:
     """Span columns cut into Arrow chunks so a million-span file never sits in Python lists."""
 
@@ -177,6 +264,36 @@ class SpanBatch:
         self.cols = SpanColumns()
         self._chunk_rows = chunk_rows
         self._tables: list[pa.Table] = []
+        self._repeated = 0
+        self._repeated_limit: int | None = None
+        self._empty = 0
+
+    def document(self, size: int) -> None:
+        """A document of ``size`` bytes starts: what its shared values may grow to restarts."""
+        self._repeated = 0
+        self._repeated_limit = repeated_limit(size)
+        self._empty = 0
+
+    def empty(self, entries: int = 1) -> None:
+        """Count resource or scope entries without spans: they cost work and carry nothing, so a
+        document may hold ``MAX_EMPTY_ENTRIES`` of them (as the protobuf decoders)."""
+        self._empty += entries
+        if self._empty > MAX_EMPTY_ENTRIES:
+            raise FieldError(
+                "", f"more than {MAX_EMPTY_ENTRIES} resource or scope entries without spans"
+            )
+
+    def repeat(self, nbytes: int) -> None:
+        """Count ``nbytes`` of shared values (resource, process, scope) stored again for one
+        more span; ``FieldError`` once the document's allowance is spent."""
+        self._repeated += nbytes
+        if self._repeated_limit is not None and self._repeated > self._repeated_limit:
+            raise FieldError(
+                "",
+                f"resource or scope values repeated on each span take more than "
+                f"{self._repeated_limit >> 20} MiB: resource attributes are too large for this "
+                "many spans",
+            )
 
     def tick(self) -> None:
         """Call after each append: flushes a full chunk to Arrow."""

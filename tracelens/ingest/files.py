@@ -24,9 +24,32 @@ import pyarrow.compute as pc
 
 from tracelens.errors import InputError
 from tracelens.ingest import detect, jaeger, otlp_json, zipkin
-from tracelens.ingest._common import FieldError, SpanBatch, loads
+from tracelens.ingest._common import FieldError, SpanBatch, json_cost, loads
 
 Decoder = Callable[[Any, SpanBatch, list[str]], None]
+
+MAX_DOCUMENT_MB: Final = 256
+"""Default cap on what is held at once: one JSON document, one JSON Lines line or one protobuf
+message, after decompression.  A gzip bomb or a file of one endless line is refused with its
+place once the cap is passed, never read whole first; a JSON Lines file may be of any size.
+``TRACELENS_MAX_DOCUMENT_MB`` changes it."""
+
+
+PARSE_FACTOR: Final = 16
+"""A document is parsed only if ``json_cost`` estimates its Python objects at no more than this
+many times the document cap (4 GiB by default): JSON builds 20-40x its size in objects, so a
+256 MiB document of ``{},`` would otherwise take 9 GB.  Legitimate OTLP/JSON passes up to
+about 180 MiB."""
+
+
+def max_document_bytes() -> int:
+    """The cap in bytes (``TRACELENS_MAX_DOCUMENT_MB`` or ``MAX_DOCUMENT_MB``)."""
+    try:
+        megabytes = float(os.environ.get("TRACELENS_MAX_DOCUMENT_MB", "") or MAX_DOCUMENT_MB)
+    except ValueError:
+        megabytes = MAX_DOCUMENT_MB
+    return max(1, int(megabytes * (1 << 20)))
+
 
 DECODERS: Final[dict[str, Decoder]] = {
     detect.OTLP_JSON: otlp_json.decode,
@@ -95,6 +118,7 @@ class _Reader:
     """Decodes one source; keeps the warnings and the batch the decoders append to."""
 
     def __init__(self, source: str, input_format: str | None, warnings: list[str]) -> None:
+        self.cap = max_document_bytes()
         self.source = source
         self.input_format = input_format
         self.batch = SpanBatch()
@@ -103,11 +127,13 @@ class _Reader:
 
     def read(self, stream: io.BufferedIOBase) -> pa.Table:
         if self.input_format == detect.OTLP_PROTO:
-            return _proto(stream.read(), self.source, tried_json=False)
+            return _proto(self._rest(stream, 0), self.source, tried_json=False)
         head: list[bytes] = []
+        held = 0
         lineno = 0
-        for line in stream:
+        while line := self._line(stream, lineno + 1, held):
             lineno += 1
+            held += len(line)
             head.append(line)
             if line.strip():
                 break
@@ -115,21 +141,61 @@ class _Reader:
             raise InputError(self.source, "empty file: no spans")
         first = head[-1]
         if not detect.starts_json(first):
-            return self._binary(b"".join(head) + stream.read())
+            return self._binary(b"".join(head) + self._rest(stream, held))
+        self._parse_cap(first, lineno)
         doc = _try_json(first)
         if doc is _NOT_JSON:
-            self._document(self._parse(b"".join(head) + stream.read()), line=None)
+            data = b"".join(head) + self._rest(stream, held)
+            self._parse_cap(data, None)
+            self.batch.document(len(data))
+            self._document(self._parse(data), line=None)
         else:
+            self.batch.document(len(first))
             self._document(doc, line=lineno)
             self._lines(stream, lineno)
         self._flush_warnings()
         return self.batch.finish()
 
+    def _line(self, stream: io.BufferedIOBase, lineno: int, held: int = 0) -> bytes:
+        """The next line, read no further than the cap (``held`` bytes are held already)."""
+        room = self.cap - held
+        line = stream.readline(room + 1)
+        if len(line) > room:
+            raise InputError(self.source, self._over_cap("a line"), line=lineno)
+        return line
+
+    def _rest(self, stream: io.BufferedIOBase, held: int) -> bytes:
+        """The rest of the stream, read no further than the cap."""
+        room = self.cap - held
+        data = stream.read(room + 1)
+        if len(data) > room:
+            raise InputError(self.source, self._over_cap("the document"))
+        return data
+
+    def _parse_cap(self, data: bytes, line: int | None) -> None:
+        """``InputError`` when parsing ``data`` would build too much (``PARSE_FACTOR``)."""
+        cost = json_cost(data)
+        if cost > PARSE_FACTOR * self.cap:
+            raise InputError(
+                self.source,
+                f"parsing this JSON would take about {cost >> 20} MiB of memory, more than "
+                f"{PARSE_FACTOR * self.cap >> 20} MiB; split the file, or raise "
+                "TRACELENS_MAX_DOCUMENT_MB",
+                line=line,
+            )
+
+    def _over_cap(self, what: str) -> str:
+        return (
+            f"{what} is larger than {self.cap >> 20} MiB (after decompression), more than is "
+            "read at once; split the file, or raise TRACELENS_MAX_DOCUMENT_MB"
+        )
+
     def _lines(self, stream: io.BufferedIOBase, lineno: int) -> None:
-        for line in stream:
+        while line := self._line(stream, lineno + 1):
             lineno += 1
             if not line.strip():
                 continue
+            self._parse_cap(line, lineno)
             try:
                 doc = loads(line)
             except json.JSONDecodeError as exc:
@@ -142,6 +208,7 @@ class _Reader:
                 raise InputError(
                     self.source, f"not UTF-8 text ({exc.reason})", line=lineno
                 ) from None
+            self.batch.document(len(line))
             self._document(doc, line=lineno)
 
     def _parse(self, data: bytes) -> Any:

@@ -122,6 +122,7 @@ def _span(
     batch: SpanBatch,
 ) -> None:
     process = _process_of(span, processes, missing)
+    batch.repeat(len(process.service) + len(process.resource_json))
     try:
         tags = typed_tags(span.get("tags"))
     except FieldError as exc:

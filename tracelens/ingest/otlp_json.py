@@ -79,6 +79,14 @@ def _request(doc: dict[str, Any], batch: SpanBatch) -> None:
 
 
 def _resource_spans(rs: dict[str, Any], batch: SpanBatch) -> None:
+    key = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
+    scopes = rs.get(key) or []
+    if type(scopes) is list:  # else as_list below says what is wrong
+        empty = sum(1 for ss in scopes if type(ss) is not dict or not ss.get("spans"))
+        if empty == len(scopes):
+            batch.empty(1 + empty)
+        elif empty:
+            batch.empty(empty)
     resource = as_dict(rs.get("resource") or {}, "resource")
     try:
         res_attrs = attributes(resource.get("attributes"))
@@ -87,20 +95,24 @@ def _resource_spans(rs: dict[str, Any], batch: SpanBatch) -> None:
     svc = res_attrs.get(attrs.SERVICE_NAME)
     service = UNKNOWN_SERVICE if svc is None or svc == "" else str(svc)
     res_json = json_value(res_attrs) if res_attrs else None
-    key = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
+    shared = len(service) + len(res_json or "")
     for s, ss in enumerate(as_list(rs, key)):
         try:
-            _scope_spans(as_dict(ss, ""), service, res_json, batch)
+            _scope_spans(as_dict(ss, ""), service, res_json, shared, batch)
         except FieldError as exc:
             raise exc.under(f"{key}[{s}]") from None
 
 
-def _scope_spans(ss: dict[str, Any], service: str, res_json: str | None, batch: SpanBatch) -> None:
+def _scope_spans(
+    ss: dict[str, Any], service: str, res_json: str | None, shared: int, batch: SpanBatch
+) -> None:
     scope = as_dict(ss.get("scope") or ss.get("instrumentationLibrary") or {}, "scope")
     scope_name = opt_str(scope.get("name"), "scope.name")
     scope_version = opt_str(scope.get("version"), "scope.version")
+    shared += len(scope_name or "") + len(scope_version or "")
     for i, span in enumerate(as_list(ss, "spans")):
         try:
+            batch.repeat(shared)
             _span(as_dict(span, ""), service, res_json, scope_name, scope_version, batch)
         except FieldError as exc:
             raise exc.under(f"spans[{i}]") from None

@@ -29,7 +29,7 @@ from tracelens.errors import InputError
 from tracelens.ingest.otlp_proto import _fastpath, _keyvalues
 from tracelens.ingest.otlp_proto._lazy import LazyRequest
 from tracelens.ingest.otlp_proto._small import small_table
-from tracelens.ingest.otlp_proto._spans import Problems, span_fields
+from tracelens.ingest.otlp_proto._spans import Problems, repeated_limit, span_fields
 from tracelens.schema import (
     COLUMNS,
     PROMOTED_ATTRIBUTES,
@@ -158,7 +158,7 @@ def _decode_full(
         try:
             decoded = _fastpath.decode(data, small)
             if isinstance(decoded, int):
-                return (*small_table(data), None)
+                return (*small_table(data), None)  # in the try: it checks sizes too
         except _DECODE_ERRORS as exc:
             raise InputError(source, f"not a valid OTLP protobuf trace request: {exc}") from None
         if decoded is not None:
@@ -172,7 +172,7 @@ def _decode_python(data: bytes, source: str, small: int) -> tuple[pa.Table, Any]
         request = LazyRequest.FromString(data)
         if _span_count(request, small) <= small:
             return small_table(data)
-        fields = span_fields(request)
+        fields = span_fields(request, repeated_limit(len(data)))
         kv = _keyvalues.parse(fields.flat_attributes)
     except _DECODE_ERRORS as exc:
         raise InputError(source, f"not a valid OTLP protobuf trace request: {exc}") from None

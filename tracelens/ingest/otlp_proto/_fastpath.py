@@ -37,6 +37,7 @@ from tracelens.ingest.otlp_proto._spans import (
     _scopes,
     _status,
     _statuses,
+    repeated_limit,
 )
 from tracelens.schema import (
     COLUMNS,
@@ -102,7 +103,8 @@ def decode(data: bytes, small: int) -> Decoded | int | None:
     )
     if out is None or isinstance(out, int):
         return out
-    return _decoded(*out)
+    n, resources, groups, cols, extras, promoted = out
+    return _decoded(n, resources, groups, cols, extras, promoted, repeated_limit(len(data)))
 
 
 def _decoded(
@@ -112,6 +114,7 @@ def _decoded(
     cols: dict[str, Any],
     extras: list[tuple[int, list[bytes], list[bytes]]],
     promoted: list[tuple[int, int, Any]],
+    limit: int | None = None,
 ) -> Decoded:
     decoded_resources = [_cached(_resources, raw, _resource) for raw in resources]
     scopes = [_cached(_scopes, raw, _scope) for _, _, raw, _ in groups]
@@ -133,7 +136,7 @@ def _decoded(
     }
     group_of = np.repeat(np.arange(len(groups)), [g[3] for g in groups])
     for column, values in per_group.items():
-        arrays[column] = _per_group(values, group_of, n)
+        arrays[column] = _per_group(values, group_of, n, limit)
     arrays["events"], arrays["links"] = _events_links(n, extras, problems, locate)
     if promoted:
         _convert_promoted(arrays, promoted)

@@ -15,10 +15,17 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from tracelens_instrumentation import attributes as attrs
 
 from tracelens.ingest.otlp_proto._anyvalue import key_values
-from tracelens.ingest.otlp_proto._spans import UNKNOWN_SERVICE, Problems
+from tracelens.ingest.otlp_proto._spans import (
+    UNKNOWN_SERVICE,
+    Problems,
+    check_repeated,
+    repeated_limit,
+)
 from tracelens.schema import SPAN_KINDS, STATUS_CODES, SpanColumns, json_value
 
 _INT64_MAX = 2**63 - 1
+MAX_EMPTY_ENTRIES = 10_000
+"""Entries without spans cost work but carry nothing; the compiled decoder has the same limit."""
 
 
 def small_table(data: bytes) -> tuple[pa.Table, Problems]:
@@ -26,12 +33,28 @@ def small_table(data: bytes) -> tuple[pa.Table, Problems]:
     cols = SpanColumns()
     bad: list[bool] = []
     first: str | None = None
+    empty = 0
+    lengths: list[int] = []  # service, resource JSON, scope name and version per span group
+    counts: list[int] = []
     for r, rs in enumerate(request.resource_spans):
+        if not any(ss.spans for ss in rs.scope_spans):
+            empty += 1 + len(rs.scope_spans)
+            if empty > MAX_EMPTY_ENTRIES:
+                raise ValueError(
+                    f"more than {MAX_EMPTY_ENTRIES} ResourceSpans or ScopeSpans entries "
+                    "without spans"
+                )
+            continue  # nothing to decode: its resource would cost work for no span
         res_attrs = key_values(rs.resource.attributes)
         svc = res_attrs.get(attrs.SERVICE_NAME)
         service = UNKNOWN_SERVICE if svc is None or svc == "" else str(svc)
         res_json = json_value(res_attrs) if res_attrs else None
         for s, ss in enumerate(rs.scope_spans):
+            lengths.append(
+                len(service) + len(res_json or "") + len(ss.scope.name + ss.scope.version)
+            )
+            counts.append(len(ss.spans))
+            check_repeated(lengths, counts, 2 * repeated_limit(len(data)))
             for i, span in enumerate(ss.spans):
                 problem = _append(cols, span, service, res_json, ss.scope)
                 bad.append(problem is not None)

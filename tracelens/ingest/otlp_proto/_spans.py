@@ -20,6 +20,7 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from tracelens_instrumentation import attributes as attrs
 
+from tracelens.ingest._common import repeated_limit
 from tracelens.ingest.otlp_proto._anyvalue import key_values
 from tracelens.schema import SPAN_KINDS, STATUS_CODES, json_value
 
@@ -88,7 +89,8 @@ class SpanFields:
     problems: Problems
 
 
-def span_fields(request: Any) -> SpanFields:
+def span_fields(request: Any, limit: int | None = None) -> SpanFields:
+    """The span columns of a parsed request; ``limit``: see ``repeated_limit``."""
     spans: list[Any] = []
     groups: list[tuple[int, int, int, str, str | None, str | None, str | None]] = []
     for r, rs in enumerate(request.resource_spans):
@@ -111,7 +113,7 @@ def span_fields(request: Any) -> SpanFields:
     problems = Problems(np.zeros(n, np.bool_))
     cols: dict[str, pa.Array] = {}
     for col, at in (("service", 3), ("resource", 4), ("scope_name", 5), ("scope_version", 6)):
-        cols[col] = _per_group([g[at] for g in groups], group_of, n)  # type: ignore[misc]
+        cols[col] = _per_group([g[at] for g in groups], group_of, n, limit)  # type: ignore[misc]
 
     trace_ids = [x.trace_id for x in spans]
     span_ids = [x.span_id for x in spans]
@@ -132,8 +134,27 @@ def span_fields(request: Any) -> SpanFields:
     return SpanFields(cols, flat, counts, problems)
 
 
-def _per_group(values: list[str | None], group_of: np.ndarray, n: int) -> pa.Array:
-    """One value per span from one value per (resource, scope) group."""
+__all__ = ["check_repeated", "repeated_limit", "span_fields"]
+
+
+def check_repeated(lengths: list[int], counts: Any, limit: int) -> None:
+    """``ValueError`` when values of these lengths, repeated ``counts`` times, exceed ``limit``."""
+    total = int(np.dot(np.asarray(lengths, np.int64), np.asarray(counts, np.int64)))
+    if total > limit:
+        raise ValueError(
+            f"resource or scope values repeated on each span would take {total >> 20} MiB "
+            f"(more than {limit >> 20} MiB): resource attributes are too large for this many spans"
+        )
+
+
+def _per_group(
+    values: list[str | None], group_of: np.ndarray, n: int, limit: int | None = None
+) -> pa.Array:
+    """One value per span from one value per (resource, scope) group, no larger than ``limit``
+    bytes in all."""
+    if limit is not None:
+        counts = np.bincount(group_of, minlength=len(values)) if n else np.zeros(len(values))
+        check_repeated([len(v) if v else 0 for v in values], counts, limit)
     if len(set(values)) == 1:
         return pa.repeat(pa.scalar(values[0], pa.string()), n)
     return pa.array(values, pa.string()).take(pa.array(group_of))
