@@ -171,9 +171,17 @@ class _Attrs:
             .drop_nulls("key")
         )
         self.picked = self.long.filter(pl.col("key").is_in(list(_READ_KEYS)))
+        self._first: dict[tuple[str, ...], pl.DataFrame] = {}
 
     def first(self, keys: tuple[str, ...]) -> pl.DataFrame:
-        """(_i, value) of the first of ``keys`` each span has (in the order given)."""
+        """(_i, value) of the first of ``keys`` each span has (in the order given); several
+        rules read the same keys, so each lookup is made once."""
+        got = self._first.get(keys)
+        if got is None:
+            got = self._first[keys] = self._lookup(keys)
+        return got
+
+    def _lookup(self, keys: tuple[str, ...]) -> pl.DataFrame:
         sub = self.picked.filter(pl.col("key").is_in(list(keys)))
         if sub.height == 0:
             return pl.DataFrame(schema={"_i": pl.Int64, "value": pl.String})

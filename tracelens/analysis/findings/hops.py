@@ -131,15 +131,17 @@ def _exploded(h: pl.DataFrame, spans: pl.DataFrame) -> _Fps:
         lens = lists.list.len().fill_null(0).to_numpy()
         vals = lists.explode().drop_nulls()
         cols.append((np.repeat(k, lens), vals))
+    # Value ids: a 64-bit hash of each entry (no sort of the strings); a collision could only
+    # add a link, never hide one.
     every = pl.concat([v for _, v in cols]).cast(pl.String)
-    ids = every.rank("dense").to_numpy().astype(np.int64)
-    marker_ids = set(ids[every.is_in([OPAQUE_FP, TEXT_FP]).to_numpy()].tolist())
+    ids = every.hash(seed=11).to_numpy()
+    markers = pl.Series([OPAQUE_FP, TEXT_FP]).hash(seed=11).to_numpy()
     out: list[np.ndarray] = []
     at = 0
     for hop, vals in cols:
         v = ids[at : at + len(vals)]
         at += len(vals)
-        keep = ~np.isin(v, list(marker_ids)) if marker_ids else np.ones(len(v), bool)
+        keep = ~np.isin(v, markers)
         out += [hop[keep], v[keep]]
     return _Fps(*out)
 
@@ -159,10 +161,10 @@ def _latest_before(
         return out
     span = np.int64(int(pos.max()) + 2)
     # One sorted composite key: (run, value) as a dense id, then the position.
-    n_vals = np.int64(int(max(i_v.max(initial=0), q_v.max(initial=0))) + 1)
-    pair = np.concatenate([run[i_k], run[q_k]]).astype(np.int64) * n_vals + np.concatenate(
-        [i_v, q_v]
-    )
+    with np.errstate(over="ignore"):
+        pair = np.concatenate([i_v, q_v]) * _M1 + np.concatenate([run[i_k], run[q_k]]).astype(
+            np.uint64
+        )
     dense = np.unique(pair, return_inverse=True)[1].reshape(-1).astype(np.int64)
     items = np.sort(dense[: len(i_k)] * span + pos[i_k])
     qd = dense[len(i_k) :]
@@ -170,6 +172,12 @@ def _latest_before(
     ok = (at >= 0) & (items[np.maximum(at, 0)] // span == qd)
     out[ok] = items[at[ok]] % span
     return out
+
+
+def _hop_value(k: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """One 64-bit key per (hop, value id)."""
+    with np.errstate(over="ignore"):
+        return v * _M2 + k.astype(np.uint64)
 
 
 def _fps_deps(h: pl.DataFrame, fx: _Fps) -> np.ndarray:
@@ -189,8 +197,7 @@ def _fps_deps(h: pl.DataFrame, fx: _Fps) -> np.ndarray:
     run, pos = h["run"].to_numpy(), h["pos"].to_numpy()
     # A value a hop's result merely echoes from its own arguments (a search result quoting its
     # query) was available before it ran: it links the hop to nothing.
-    span = np.int64(int(max(fx.arg_v.max(initial=0), fx.res_v.max(initial=0))) + 1)
-    echo = np.isin(fx.res_k * span + fx.res_v, fx.arg_k * span + fx.arg_v)
+    echo = np.isin(_hop_value(fx.res_k, fx.res_v), _hop_value(fx.arg_k, fx.arg_v))
     # A boolean answer about a resource (may the user see this document? is this file clean?)
     # gates what is done with it next, whatever the asking call is.
     reads = (h["ro"].to_numpy() & ~h["decision"].to_numpy())[fx.arg_k]
@@ -209,8 +216,7 @@ def _explained(h: pl.DataFrame, fx: _Fps) -> np.ndarray:
     if len(fx.arg_k) == 0:
         return out
     run, pos = h["run"].to_numpy(), h["pos"].to_numpy()
-    span = np.int64(int(max(fx.arg_v.max(initial=0), fx.par_v.max(initial=0))) + 1)
-    known = np.isin(fx.arg_k * span + fx.arg_v, fx.par_k * span + fx.par_v)
+    known = np.isin(_hop_value(fx.arg_k, fx.arg_v), _hop_value(fx.par_k, fx.par_v))
     seen = _latest_before(fx.arg_k, fx.arg_v, fx.arg_k, fx.arg_v, run, pos) >= 0
     unexplained = fx.arg_k[~(known | seen)]
     out[unexplained] = False
@@ -579,7 +585,11 @@ def groups(
     if h.height == 0:
         return h, pl.DataFrame(schema=_EVIDENCE_SCHEMA)
     fx = _exploded(h, spans)
-    h = h.with_columns(pl.Series("explained", _explained(h, fx)))
+    # Whether every argument predates the run matters only next to a model call or a text
+    # result; without either, skip the check (as if explained: nothing uses it then).
+    needs = bool((h["model"] | (h["instr"] & h["text"])).any())
+    explained = _explained(h, fx) if needs else np.ones(h.height, dtype=bool)
+    h = h.with_columns(pl.Series("explained", explained))
     fps = np.maximum(np.maximum(_fps_deps(h, fx), _paged_deps(h)), _model_deps(h))
     names, evidence, recorded = _name_deps(h, tl, fe, fps)
     run = h["run"].to_numpy()

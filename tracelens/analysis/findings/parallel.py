@@ -310,10 +310,13 @@ def n_plus_one_candidates(spans: pl.DataFrame, h: pl.DataFrame) -> list[Candidat
     """Runs of one operation called many times in a row with varying arguments."""
     if h.height == 0:
         return []
-    block = h["block"].to_numpy()
-    sizes = np.diff(np.flatnonzero(np.concatenate([[True], block[1:] != block[:-1], [True]])))
+    # Only blocks long enough can be loops: keep their hops (blocks are contiguous in ``h``).
+    key = h["gid"].to_numpy() * np.int64(1 << 32) + h["block"].to_numpy()
+    edges = np.flatnonzero(np.concatenate([[True], key[1:] != key[:-1], [True]]))
+    sizes = np.diff(edges)
     if sizes.max(initial=0) < N_PLUS_ONE_MIN_CALLS:
-        return []  # no run of one operation is long enough: skip the grouping
+        return []
+    h = h.filter(pl.Series(np.repeat(sizes >= N_PLUS_ONE_MIN_CALLS, sizes)))
     blocks = (
         h.group_by("gid", "block", maintain_order=True)
         .agg(
