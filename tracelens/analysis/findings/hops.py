@@ -429,6 +429,7 @@ def _name_deps(
     dep = np.full(m, -1, dtype=np.int64)
     open_ = np.ones(m, dtype=bool)
     recorded = np.zeros(m, dtype=bool)
+    any_recorded = fe.recorded_result.null_count() < len(fe.recorded_result)
     c_all = h["c"].to_numpy()
     c_head = c_all[heads]
     c_last = c_all[np.append(heads[1:], h.height) - 1]
@@ -478,7 +479,7 @@ def _name_deps(
         # Without order evidence, recorded values can still show independence: both calls
         # recorded their arguments and the earlier one its result, and nothing of that result
         # is in the later one's arguments.  Medium: a reworded value would not show.
-        look = np.flatnonzero(~free)
+        look = np.flatnonzero(~free) if any_recorded else np.zeros(0, dtype=np.int64)
         if len(look):
             unlinked = _recorded_unlinked(
                 fe, c_last[ii[look]], c_head[ji[look]], c_args_last[ii[look]]
@@ -562,7 +563,13 @@ def _chains(h: pl.DataFrame) -> np.ndarray:
     pos = h["pos"].to_numpy()
     keyed = np.flatnonzero(h["has_key"].to_numpy())
     if len(keyed):
-        ident = key[keyed] * np.uint64(0x9E3779B97F4A7C15) + op[keyed]
+        with np.errstate(over="ignore"):
+            ident = key[keyed] * np.uint64(0x9E3779B97F4A7C15) + op[keyed]
+            both = ident * _M2 + run[keyed].astype(np.uint64)
+        # Only (run, call) pairs that occur more than once can repeat: sort just those.
+        _, inv, counts = np.unique(both, return_inverse=True, return_counts=True)
+        dup = counts[inv.reshape(-1)] > 1
+        keyed, ident = keyed[dup], ident[dup]
         # Rows are in position order, so a stable sort keeps it within equal (run, ident).
         order = np.lexsort((ident, run[keyed]))
         o = keyed[order]

@@ -36,14 +36,20 @@ _MIX = np.uint64(0x9E3779B97F4A7C15)
 class _Prev:
     """For each keyed span: the previous call with the same operation and arguments."""
 
-    rows: np.ndarray  # keyed spans, in (op, key, start) order
+    rows: np.ndarray  # keyed spans: those with a unique key first, then by (op, key, start)
     prev: np.ndarray  # row of the previous call of the same (op, key), -1 for the first
 
 
 def _previous(
     tl: Timeline, fe: Features, rows: np.ndarray, same_trace: bool, key: np.ndarray | None = None
 ) -> _Prev:
-    ident = (fe.key if key is None else key)[rows] * _MIX + fe.op[rows]
+    with np.errstate(over="ignore"):
+        ident = (fe.key if key is None else key)[rows] * _MIX + fe.op[rows]
+    # Calls whose key occurs once are first calls: only the others need the full sort (they
+    # follow, each key's calls together in time order).
+    _, inv, counts = np.unique(ident, return_inverse=True, return_counts=True)
+    dup = counts[inv.reshape(-1)] > 1
+    once, rows, ident = rows[~dup], rows[dup], ident[dup]
     lead = [tl.trace[rows]] if same_trace else []
     order = np.lexsort((tl.row[rows], tl.start[rows], ident, *lead))
     r = rows[order]
@@ -52,7 +58,10 @@ def _previous(
         same &= tl.trace[r][1:] == tl.trace[r][:-1]
     prev = np.full(len(r), -1, dtype=np.int64)
     prev[1:][same] = r[:-1][same]
-    return _Prev(rows=r, prev=prev)
+    return _Prev(
+        rows=np.concatenate([once, r]),
+        prev=np.concatenate([np.full(len(once), -1, dtype=np.int64), prev]),
+    )
 
 
 def find_retries(tl: Timeline, fe: Features) -> tuple[np.ndarray, np.ndarray]:
@@ -60,6 +69,10 @@ def find_retries(tl: Timeline, fe: Features) -> tuple[np.ndarray, np.ndarray]:
     n = tl.n
     failed = np.full(n, -1, dtype=np.int64)
     keyed = np.flatnonzero(fe.has_key)
+    # Only a call whose key some failed call had can be a retry: sort just those.
+    with np.errstate(over="ignore"):
+        ident = fe.key[keyed] * _MIX + fe.op[keyed]
+    keyed = keyed[np.isin(ident, ident[fe.error[keyed]])]
     pv = _previous(tl, fe, keyed, same_trace=True)
     a, b = pv.prev, pv.rows
     hit = (a >= 0) & fe.error[np.maximum(a, 0)] & (tl.end[np.maximum(a, 0)] <= tl.start[b])
