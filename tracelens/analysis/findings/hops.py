@@ -121,16 +121,17 @@ class _Fps:
     par_v: np.ndarray
 
 
-def _exploded(h: pl.DataFrame, spans: pl.DataFrame) -> _Fps:
+def _exploded(h: pl.DataFrame, spans: pl.DataFrame, parents: bool) -> _Fps:
+    """``parents``: also the parents' arguments (only the ``explained`` check reads them)."""
     k = np.flatnonzero(h["instr"].to_numpy())
     c = h["c"].to_numpy()[k]
-    p = h["p"].to_numpy()[k]
+    p = h["p"].to_numpy()[k] if parents else k[:0]
     cols = []
     for rows, col in ((c, "arg_fps"), (c, "result_fps"), (p, "arg_fps")):
         lists = spans[col].gather(rows)
         lens = lists.list.len().fill_null(0).to_numpy()
         vals = lists.explode().drop_nulls()
-        cols.append((np.repeat(k, lens), vals))
+        cols.append((np.repeat(k[: len(rows)], lens), vals))
     # Value ids: a 64-bit hash of each entry (no sort of the strings); a collision could only
     # add a link, never hide one.
     every = pl.concat([v for _, v in cols]).cast(pl.String)
@@ -591,10 +592,10 @@ def groups(
     h = hops(tl, fe, spans, fixed)
     if h.height == 0:
         return h, pl.DataFrame(schema=_EVIDENCE_SCHEMA)
-    fx = _exploded(h, spans)
     # Whether every argument predates the run matters only next to a model call or a text
     # result; without either, skip the check (as if explained: nothing uses it then).
     needs = bool((h["model"] | (h["instr"] & h["text"])).any())
+    fx = _exploded(h, spans, parents=needs)
     explained = _explained(h, fx) if needs else np.ones(h.height, dtype=bool)
     h = h.with_columns(pl.Series("explained", explained))
     fps = np.maximum(np.maximum(_fps_deps(h, fx), _paged_deps(h)), _model_deps(h))
