@@ -196,6 +196,8 @@ class _Attrs:
 
     def joined(self, keep: list[str], rows: np.ndarray) -> pl.DataFrame:
         """(_i, value): sorted ``key=value`` entries with keys in ``keep``, spans in ``rows``."""
+        if not keep or not rows.any():
+            return pl.DataFrame(schema={"_i": pl.Int64, "value": pl.String})
         wanted = pl.Series("w", rows[self.long["_i"].to_numpy()])
         return (
             self.long.filter(wanted & pl.col("key").is_in(keep))
