@@ -94,11 +94,12 @@ def model_call() -> pl.Expr:
     )
 
 
-def inferred_kind() -> pl.Expr:
-    """The attributes.md inference table as one vectorised expression."""
+def inferred_kind(model: pl.Expr | None = None) -> pl.Expr:
+    """The attributes.md inference table as one vectorised expression; ``model``: the
+    ``model_call()`` column where the caller has it already."""
     span_kind = pl.col("span_kind")
     oi = _attr(a.OPENINFERENCE_SPAN_KIND).str.to_uppercase()
-    model = model_call()
+    model = model_call() if model is None else model
     http_client = _has(a.HTTP_REQUEST_METHOD, a.HTTP_METHOD) & (span_kind == "client")
     # A SERVER or CONSUMER span of an RPC or a message is the receiver's own work, not IO.
     receiving = span_kind.is_in(["server", "consumer"])
@@ -127,17 +128,20 @@ def resolve_kinds(spans: pl.DataFrame, parent: pl.Series) -> pl.DataFrame:
     ``parent`` is each row's parent row (-1 for roots), as ``tree.build_forest`` resolved it.
     """
     explicit = pl.col("kind").str.to_lowercase()
-    lazy = _with_read_attributes(spans.lazy()).with_columns(
-        pl.when(explicit.is_in(list(a.MEASURED_KINDS)))
-        .then(explicit)
-        .otherwise(inferred_kind())
-        .alias("kind_resolved"),
-        pl.when(explicit.is_in(list(a.MEASURED_KINDS)))
-        .then(pl.lit("measured"))
-        .otherwise(pl.lit("inferred"))
-        .alias("kind_source"),
-        parent.alias("_parent"),
-        model_call().alias("model_call"),
+    lazy = (
+        _with_read_attributes(spans.lazy())
+        .with_columns(model_call().alias("model_call"))
+        .with_columns(
+            pl.when(explicit.is_in(list(a.MEASURED_KINDS)))
+            .then(explicit)
+            .otherwise(inferred_kind(pl.col("model_call")))
+            .alias("kind_resolved"),
+            pl.when(explicit.is_in(list(a.MEASURED_KINDS)))
+            .then(pl.lit("measured"))
+            .otherwise(pl.lit("inferred"))
+            .alias("kind_source"),
+            parent.alias("_parent"),
+        )
     )
     df = _with_self_time(lazy.collect())
     temporary = [c for c in df.columns if c.startswith(_TMP)]

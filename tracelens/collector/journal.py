@@ -199,18 +199,18 @@ class Journal:
         finally:
             with contextlib.suppress(OSError):
                 os.close(fd)
-            self._fd, self._path = None, None
-        if self._records:
-            self._closed.append(path)
-        else:
-            _unlink(path)
+            self._forget(path)
 
     def _close_current(self) -> None:
         if self._fd is None:
             return
-        fd, path = self._fd, self._path
+        path = self._path
         assert path is not None
-        os.close(fd)
+        os.close(self._fd)
+        self._forget(path)
+
+    def _forget(self, path: Path) -> None:
+        """The closed segment is the merger's if it holds a record, else it is removed."""
         self._fd, self._path = None, None
         if self._records:
             self._closed.append(path)

@@ -130,7 +130,10 @@ _READ_KEYS = (
 
 # Where a call's argument key came from (``Features.key_source`` codes).
 KEY_SOURCES = ("args_hash", a.GEN_AI_TOOL_CALL_ARGUMENTS, "query text", "URL", "attributes")
-_MIX = np.uint64(0x9E3779B97F4A7C15)
+# The multipliers that combine 64-bit ids (operation, key, run, ...) into one, with wrapping
+# arithmetic: collisions as unlikely as the ids' own.  One pair for every findings module.
+MIX1 = np.uint64(0x9E3779B97F4A7C15)
+MIX2 = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
 @dataclass
@@ -485,7 +488,7 @@ def features(spans: pl.DataFrame) -> Features:
     inherit = (parent >= 0) & ~instr & instr[p]
     mixed = has_own & inherit
     key = own.copy()
-    key[mixed] = own[mixed] * _MIX + np.where(has_own[p[mixed]], own[p[mixed]], np.uint64(1))
+    key[mixed] = own[mixed] * MIX1 + np.where(has_own[p[mixed]], own[p[mixed]], np.uint64(1))
     result = np.where(inherit, result[p], result)
     has_result = np.where(inherit, has_result[p], has_result)
     write, reasons = _write_reasons(attrs, spans["name"])

@@ -33,7 +33,7 @@ import numpy as np
 import polars as pl
 from tracelens_instrumentation.fingerprint import OPAQUE_FP, TEXT_FP
 
-from tracelens.analysis.findings.features import Features
+from tracelens.analysis.findings.features import MIX1, MIX2, Features
 from tracelens.analysis.findings.timeline import Timeline
 
 _LOOKBACK = 8  # blocks checked back for a dependency before assuming one
@@ -163,7 +163,7 @@ def _latest_before(
     span = np.int64(int(pos.max()) + 2)
     # One sorted composite key: (run, value) as a dense id, then the position.
     with np.errstate(over="ignore"):
-        pair = np.concatenate([i_v, q_v]) * _M1 + np.concatenate([run[i_k], run[q_k]]).astype(
+        pair = np.concatenate([i_v, q_v]) * MIX1 + np.concatenate([run[i_k], run[q_k]]).astype(
             np.uint64
         )
     dense = np.unique(pair, return_inverse=True)[1].reshape(-1).astype(np.int64)
@@ -178,7 +178,7 @@ def _latest_before(
 def _hop_value(k: np.ndarray, v: np.ndarray) -> np.ndarray:
     """One 64-bit key per (hop, value id)."""
     with np.errstate(over="ignore"):
-        return v * _M2 + k.astype(np.uint64)
+        return v * MIX2 + k.astype(np.uint64)
 
 
 def _fps_deps(h: pl.DataFrame, fx: _Fps) -> np.ndarray:
@@ -546,11 +546,7 @@ def _pair_hash(pop: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """One 64-bit value per (parent operation, a, b): operation ids are 64-bit hashes already,
     so a wrapping multiply-add keeps collisions as unlikely as theirs."""
     with np.errstate(over="ignore"):
-        return (pop * _M1 + a) * _M2 + b
-
-
-_M1 = np.uint64(0x9E3779B97F4A7C15)
-_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
+        return (pop * MIX1 + a) * MIX2 + b
 
 
 def _chains(h: pl.DataFrame) -> np.ndarray:
@@ -565,8 +561,8 @@ def _chains(h: pl.DataFrame) -> np.ndarray:
     keyed = np.flatnonzero(h["has_key"].to_numpy())
     if len(keyed):
         with np.errstate(over="ignore"):
-            ident = key[keyed] * np.uint64(0x9E3779B97F4A7C15) + op[keyed]
-            both = ident * _M2 + run[keyed].astype(np.uint64)
+            ident = key[keyed] * MIX1 + op[keyed]
+            both = ident * MIX2 + run[keyed].astype(np.uint64)
         # Only (run, call) pairs that occur more than once can repeat: sort just those.
         _, inv, counts = np.unique(both, return_inverse=True, return_counts=True)
         dup = counts[inv.reshape(-1)] > 1

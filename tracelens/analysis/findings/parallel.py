@@ -22,6 +22,7 @@ from tracelens.analysis.findings.candidate import (
     count,
     weakest,
 )
+from tracelens.analysis.findings.features import MIX1, MIX2
 from tracelens.analysis.findings.hops import BASES
 from tracelens.analysis.findings.replay import Change
 
@@ -72,11 +73,11 @@ def _most_promising(h: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     go, oo = gid[order], op[order]
     distinct = np.concatenate([[True], (go[1:] != go[:-1]) | (oo[1:] != oo[:-1])])
     with np.errstate(over="ignore"):
-        mixed = oo[distinct] * _M1
+        mixed = oo[distinct] * MIX1
         group_of = go[distinct]
         first = np.flatnonzero(np.concatenate([[True], group_of[1:] != group_of[:-1]]))
         opset = np.add.reduceat(mixed, first)
-        pattern = h["pop"].to_numpy()[heads] * _M2 + opset
+        pattern = h["pop"].to_numpy()[heads] * MIX2 + opset
     ok = units >= 2
     if not ok.any():
         return h.clear()
@@ -86,10 +87,6 @@ def _most_promising(h: pl.DataFrame, spans: pl.DataFrame) -> pl.DataFrame:
     chosen = np.zeros(n_groups, dtype=bool)
     chosen[ok] = np.isin(pattern[ok], top)
     return h.filter(pl.Series(np.repeat(chosen, np.diff(np.append(heads, len(gid))))))
-
-
-_M1 = np.uint64(0x9E3779B97F4A7C15)
-_M2 = np.uint64(0xC2B2AE3D27D4EB4F)
 
 
 def _changes(g: pl.DataFrame, pattern: np.ndarray, n_patterns: int) -> list[Change]:

@@ -23,13 +23,12 @@ import numpy as np
 import polars as pl
 
 from tracelens.analysis.findings.candidate import Candidate, Evidence, count
-from tracelens.analysis.findings.features import KEY_SOURCES, Features
+from tracelens.analysis.findings.features import KEY_SOURCES, MIX1, Features
 from tracelens.analysis.findings.replay import Change
 from tracelens.analysis.findings.timeline import Timeline, below
 
 DEFAULT_WINDOW_S = 3600.0
 _NICE_TTL_S = (1, 2, 5, 10, 15, 30, 60, 120, 300, 600, 900, 1800, 3600, 7200, 21600, 86400)
-_MIX = np.uint64(0x9E3779B97F4A7C15)
 
 
 @dataclass
@@ -44,7 +43,7 @@ def _previous(
     tl: Timeline, fe: Features, rows: np.ndarray, same_trace: bool, key: np.ndarray | None = None
 ) -> _Prev:
     with np.errstate(over="ignore"):
-        ident = (fe.key if key is None else key)[rows] * _MIX + fe.op[rows]
+        ident = (fe.key if key is None else key)[rows] * MIX1 + fe.op[rows]
     # Calls whose key occurs once are first calls: only the others need the full sort (they
     # follow, each key's calls together in time order).
     _, inv, counts = np.unique(ident, return_inverse=True, return_counts=True)
@@ -71,7 +70,7 @@ def find_retries(tl: Timeline, fe: Features) -> tuple[np.ndarray, np.ndarray]:
     keyed = np.flatnonzero(fe.has_key)
     # Only a call whose key some failed call had can be a retry: sort just those.
     with np.errstate(over="ignore"):
-        ident = fe.key[keyed] * _MIX + fe.op[keyed]
+        ident = fe.key[keyed] * MIX1 + fe.op[keyed]
     keyed = keyed[np.isin(ident, ident[fe.error[keyed]])]
     pv = _previous(tl, fe, keyed, same_trace=True)
     a, b = pv.prev, pv.rows
@@ -192,7 +191,7 @@ def find_repeats(tl: Timeline, fe: Features, spans: pl.DataFrame, retry: np.ndar
     # Between two polls: a sleep, backoff or wait by name (a measured "wait" may be any slow
     # network call).
     sleeping = spans["name"].str.contains(_SLEEP_NAME).fill_null(False).to_numpy()
-    ckey = np.where(fe.identity != 0, fe.key * _MIX + fe.identity, fe.key)
+    ckey = np.where(fe.identity != 0, fe.key * MIX1 + fe.identity, fe.key)
     pv = _previous(tl, fe, reads, same_trace=False, key=ckey)
     b, a = pv.rows, pv.prev
     a0 = np.maximum(a, 0)
