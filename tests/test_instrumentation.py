@@ -97,7 +97,9 @@ def test_sync_function(spans: InMemorySpanExporter) -> None:
     assert add(1, 5) == 6
     span = named(spans, "add")
     a = attrs(span)
-    assert a[A.KIND] == A.CPU, (a, span.end_time - span.start_time)
+    # A call of a few microseconds has no samples: whether it reads cpu or wait depends on
+    # whether the machine preempted it (tests/test_kinds_measured.py checks verdicts against measured truth).
+    assert a[A.KIND] in (A.CPU, A.WAIT), a
     assert isinstance(a[A.CPU_NS], int) and a[A.CPU_NS] >= 0
     assert len(a[A.ARGS_HASH]) == 32 and len(a[A.RESULT_HASH]) == 32
     assert span.status.status_code == StatusCode.UNSET
@@ -550,7 +552,7 @@ def test_span_limits_are_kept(spans: InMemorySpanExporter) -> None:
         assert len(got) <= cap, (limits, len(got))
         if limits.max_span_attribute_length:
             assert all(len(v) <= 8 for v in got.values() if isinstance(v, str))
-            assert got[A.KIND] == "cpu"
+            assert got[A.KIND] in A.MEASURED_KINDS
         elif cap >= 20:
             # the newest survive the limit: what we write at the end is there
             assert got[A.KIND] in ("cpu", "wait") and A.CPU_NS in got and A.RESULT_HASH in got
