@@ -98,7 +98,8 @@ def test_sync_function(spans: InMemorySpanExporter) -> None:
     span = named(spans, "add")
     a = attrs(span)
     # A call of a few microseconds has no samples: whether it reads cpu or wait depends on
-    # whether the machine preempted it (tests/test_kinds_measured.py checks verdicts against measured truth).
+    # whether the machine preempted it. tests/test_kinds_measured.py checks the verdicts
+    # against measured truth.
     assert a[A.KIND] in (A.CPU, A.WAIT), a
     assert isinstance(a[A.CPU_NS], int) and a[A.CPU_NS] >= 0
     assert len(a[A.ARGS_HASH]) == 32 and len(a[A.RESULT_HASH]) == 32
