@@ -1,0 +1,122 @@
+"""The JSON output against its contract: ``docs/analysis.schema.json`` (a JSON Schema, checked
+with the ``jsonschema`` library) on every fixture, and ``docs/analysis-json.md``'s list of
+evidence codes against the codes the analyzer emits.
+
+The schema was written from the prose contract, not from the output: it is the independent
+truth here.  The negative cases show the schema has teeth (a test whose schema accepted
+anything could not fail).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+
+from tracelens.api import analyze
+
+ROOT = Path(__file__).resolve().parent.parent
+SCHEMA_PATH = ROOT / "docs" / "analysis.schema.json"
+CONTRACT = ROOT / "docs" / "analysis-json.md"
+
+# Inputs of every format and shape the repository holds: agent frameworks, OTLP, Jaeger,
+# Zipkin, vLLM, the CRISP cases and the labelled verdict corpus (many finding types).
+INPUTS = sorted(
+    p
+    for sub in ("agent", "otlp", "jaeger", "zipkin", "vllm", "crisp_test_cases", "verdicts")
+    for p in (ROOT / "fixtures" / sub).rglob("*")
+    if p.suffix in (".json", ".jsonl") and p.name != "labels.json"
+)
+
+
+@cache
+def validator() -> jsonschema.protocols.Validator:
+    schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    return cls(schema)
+
+
+@cache
+def output(path: Path) -> dict[str, Any]:
+    doc: dict[str, Any] = json.loads(analyze([path]).to_json())
+    return doc
+
+
+def errors(doc: dict[str, Any]) -> list[str]:
+    return [
+        f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator().iter_errors(doc)
+    ]
+
+
+def test_the_inputs_cover_every_finding_type() -> None:
+    types = {f["type"] for p in INPUTS for f in output(p)["findings"]}
+    assert {"parallelizable", "cacheable", "retry", "polling", "n_plus_one"} <= types, types
+
+
+@pytest.mark.parametrize("path", INPUTS, ids=lambda p: str(p.relative_to(ROOT / "fixtures")))
+def test_output_matches_the_schema(path: Path) -> None:
+    assert errors(output(path)) == []
+
+
+def test_documented_evidence_codes() -> None:
+    """Every evidence code the analyzer emits is listed in the contract's prose."""
+    text = CONTRACT.read_text(encoding="utf-8")
+    listed = set(re.findall(r"`([a-z][a-z0-9_]*)`", text.split("Evidence codes:", 1)[1]))
+    emitted = {e["code"] for p in INPUTS for f in output(p)["findings"] for e in f["evidence"]}
+    assert emitted - listed == set()
+
+
+def _valid() -> dict[str, Any]:
+    for p in INPUTS:
+        doc = output(p)
+        if any(f["type"] == "cacheable" for f in doc["findings"]):
+            return copy.deepcopy(doc)
+    raise AssertionError("no fixture has a cacheable finding")
+
+
+def _cacheable(doc: dict[str, Any]) -> dict[str, Any]:
+    finding: dict[str, Any] = next(f for f in doc["findings"] if f["type"] == "cacheable")
+    return finding
+
+
+@pytest.mark.parametrize(
+    "breaks",
+    [
+        "no_summary",
+        "evidence_as_string",
+        "confidence_word",
+        "share_above_one",
+        "kind_unknown_word",
+        "cacheable_without_ttl",
+        "high_without_positive_evidence",
+        "negative_trace_count",
+    ],
+)
+def test_schema_rejects_broken_output(breaks: str) -> None:
+    doc = _valid()
+    f = _cacheable(doc)
+    if breaks == "no_summary":
+        del doc["summary"]
+    elif breaks == "evidence_as_string":
+        f["evidence"] = f["explanation"]  # the contract before issue 12
+    elif breaks == "confidence_word":
+        f["confidence"] = "very high"
+    elif breaks == "share_above_one":
+        doc["summary"]["critical_path_share"]["cpu"] = 1.5
+    elif breaks == "kind_unknown_word":
+        doc["operations"][0]["kind"] = "network"
+    elif breaks == "cacheable_without_ttl":
+        del f["suggested_ttl_s"]
+    elif breaks == "high_without_positive_evidence":
+        f["confidence"] = "high"
+        f["evidence"] = [e for e in f["evidence"] if e["code"] in ("same_arguments", "replay")]
+    elif breaks == "negative_trace_count":
+        doc["summary"]["traces"] = -1
+    assert errors(doc), breaks
