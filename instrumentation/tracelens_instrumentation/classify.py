@@ -23,7 +23,6 @@ dictionary lookups.
 from __future__ import annotations
 
 import linecache
-import sys
 import types
 from typing import Any, Final
 
@@ -275,10 +274,6 @@ def _link(obj: Any) -> tuple[types.FrameType | None, Any]:
     return None, None
 
 
-def frame_of(obj: Any) -> types.FrameType | None:
-    return _link(obj)[0]
-
-
 def _wait_for_task(frame: types.FrameType | None) -> Any:
     """``asyncio.wait_for`` before 3.12 runs its awaitable as another task: the one to judge."""
     if frame is None or frame.f_code.co_name != "wait_for":
@@ -333,7 +328,3 @@ def blocked_in(frame: types.FrameType | None, stops: frozenset[types.CodeType]) 
     kinds.reverse()  # outermost first, innermost last, as decide() expects
     kinds.append(site)
     return decide(kinds, default=attrs.CPU)
-
-
-def current_frames() -> dict[int, types.FrameType]:
-    return sys._current_frames()
