@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from tracelens.cli._options import db_option, input_format_option
+from tracelens.cli._options import db_option, findings_option, input_format_option
 
 
 @click.command()
@@ -29,7 +29,7 @@ from tracelens.cli._options import db_option, input_format_option
     help="Keep only the N slowest traces (text output: show N rows; default 10).",
 )
 @click.option("--keep-going", is_flag=True, help="Analyse the other files when one is bad.")
-@click.option("--no-findings", is_flag=True, help="Critical paths only, no bottleneck finder.")
+@findings_option
 def analyze(
     files: tuple[str, ...],
     db: str | None,
@@ -38,7 +38,7 @@ def analyze(
     out: str | None,
     top: int | None,
     keep_going: bool,
-    no_findings: bool,
+    findings: bool,
 ) -> None:
     """Critical path, latency by cpu/gpu/io/wait and bottlenecks of traces in FILES or the store.
 
@@ -57,7 +57,7 @@ def analyze(
                 input_format=input_format,
                 top=top,
                 keep_going=keep_going,
-                findings=not no_findings,
+                findings=findings,
                 bar=bar,
             )
     except TracelensError as exc:
