@@ -3,8 +3,8 @@
 ``from tracelens import trace, configure`` is all an application needs; it loads only the light
 instrumentation (no DuckDB, Polars or Arrow).  The library calls, one per command with the
 command's option names as parameters (``tracelens.analyze``, ``import_files``, ``write_report``
-for ``tracelens report``, ``write_weekly``, ``collect``), are loaded from ``tracelens.api`` on
-first use.
+for ``tracelens report``, ``write_weekly``, ``collect``, ``run_demo``), are loaded from
+``tracelens.api`` on first use.
 """
 
 from __future__ import annotations
@@ -16,10 +16,17 @@ import tracelens_instrumentation as _instrumentation
 if TYPE_CHECKING:
     from tracelens_instrumentation import configure, flush, trace
 
-    from tracelens.api import analyze, collect, import_files, write_report, write_weekly
+    from tracelens.api import (
+        analyze,
+        collect,
+        import_files,
+        run_demo,
+        write_report,
+        write_weekly,
+    )
 
 _INSTRUMENTATION = ("configure", "flush", "trace")
-_API = ("analyze", "collect", "import_files", "write_report", "write_weekly")
+_API = ("analyze", "collect", "import_files", "run_demo", "write_report", "write_weekly")
 
 __all__ = [
     "analyze",
@@ -27,6 +34,7 @@ __all__ = [
     "configure",
     "flush",
     "import_files",
+    "run_demo",
     "trace",
     "write_report",
     "write_weekly",

@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tracelens.errors import InputError, OptionError
+from tracelens.errors import InputError, OptionError, TracelensError
 from tracelens.progress import Progress
 from tracelens.store import default_db_path
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from tracelens._reports import Written, weeks_in, write_report, write_weekly
     from tracelens.analysis import Analysis
     from tracelens.collector import CollectorConfig
+    from tracelens.demo import DemoSummary
 
 _REPORTS = ("Written", "weeks_in", "write_report", "write_weekly")
 
@@ -35,9 +36,9 @@ __all__ = [
     "Written",
     "analyze",
     "collect",
-    "collector_config",
     "import_files",
     "load_spans",
+    "run_demo",
     "weeks_in",
     "write_report",
     "write_weekly",
@@ -184,18 +185,17 @@ def _announce(line: str) -> None:
     print(f"tracelens collect: {line}", file=sys.stderr, flush=True)
 
 
-def collector_config(
-    db: str | None = None,
-    *,
-    http: str = "127.0.0.1:4318",
-    grpc: str = "127.0.0.1:4317",
-    token: str | None = None,
-    token_file: str | None = None,
-    memory_mb: int = 2048,
-    max_body_mb: int | None = None,
-    grpc_max_mb: float | None = None,
-    queue_mb: float | None = None,
-    announce: Announce = _announce,
+def _collector_config(
+    db: str | None,
+    http: str,
+    grpc: str,
+    token: str | None,
+    token_file: str | None,
+    memory_mb: int,
+    max_body_mb: int | None,
+    grpc_max_mb: float | None,
+    queue_mb: float | None,
+    announce: Announce,
 ) -> CollectorConfig:
     """The collector's configuration from ``collect``'s parameters; ``OptionError`` names the
     one that cannot work."""
@@ -243,17 +243,8 @@ def collect(
     """
     from tracelens.collector import run_collector
 
-    config = collector_config(
-        db,
-        http=http,
-        grpc=grpc,
-        token=token,
-        token_file=token_file,
-        memory_mb=memory_mb,
-        max_body_mb=max_body_mb,
-        grpc_max_mb=grpc_max_mb,
-        queue_mb=queue_mb,
-        announce=announce,
+    config = _collector_config(
+        db, http, grpc, token, token_file, memory_mb, max_body_mb, grpc_max_mb, queue_mb, announce
     )
     run_collector(config, announce)
 
@@ -275,6 +266,64 @@ def read_token_file(path: str, announce: Announce = _announce) -> str:
             f"(mode {mode & 0o777:o}; chmod 600 it)"
         )
     return token
+
+
+def run_demo(
+    *,
+    requests: int = 36,
+    concurrency: int = 6,
+    endpoint: str | None = None,
+    file: str | None = None,
+    seed: int = 0,
+    model_slots: int = 2,
+    speed: float = 1.0,
+    vllm: bool = True,
+    echo: Callable[[str], None] = print,
+) -> DemoSummary:
+    """Run the demo agent and export its spans: the library form of ``tracelens demo``.
+
+    Spans go to the OTLP/HTTP collector at ``endpoint`` (``http://127.0.0.1:4318`` when neither
+    it nor ``file`` is given) and/or are appended to ``file`` as OTLP JSON Lines.  ``vllm=False``
+    uses the simulated model even if vLLM is there.  ``TracelensError`` when nothing listens at
+    ``endpoint`` (before any request runs); ``echo`` gets the demo's progress lines.
+    """
+    from tracelens.demo import DEFAULT_ENDPOINT, DemoOptions
+    from tracelens.demo import run_demo as run
+
+    if endpoint is None and file is None:
+        endpoint = DEFAULT_ENDPOINT
+    if endpoint is not None:
+        _check_reachable(endpoint)
+    options = DemoOptions(
+        requests=requests,
+        concurrency=concurrency,
+        seed=seed,
+        endpoint=endpoint,
+        file=file,
+        model_slots=model_slots,
+        speed=speed,
+        use_vllm=vllm,
+    )
+    return run(options, echo=echo)
+
+
+def _check_reachable(endpoint: str) -> None:
+    """Fails at once, naming the endpoint, when nothing listens there (instead of exporting
+    into the void and retrying for half a minute at exit)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    split = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    if split.scheme not in ("http", "https") or not split.hostname:
+        raise OptionError(f"--endpoint: not an OTLP/HTTP URL: {endpoint!r}")
+    port = split.port or (443 if split.scheme == "https" else 80)
+    try:
+        socket.create_connection((split.hostname, port), timeout=5).close()
+    except OSError as exc:
+        raise TracelensError(
+            f"no collector at {endpoint} ({exc}); start one with "
+            f"`tracelens collect --http {split.hostname}:{port}` or pass --file PATH"
+        ) from None
 
 
 def __getattr__(name: str) -> Any:

@@ -14,7 +14,12 @@ from tracelens.cli._options import db_option, findings_option, input_format_opti
 @db_option
 @input_format_option
 @click.option(
-    "--format", "format_", type=click.Choice(["text", "json"]), default="text", show_default=True
+    "--format",
+    "format_",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: tables for a terminal; json: the document of docs/analysis-json.md.",
 )
 @click.option(
     "--out",
