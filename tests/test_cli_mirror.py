@@ -180,6 +180,17 @@ def test_collect_rejects_options_that_cannot_work_before_starting(tmp_path: Any)
         res = CliRunner().invoke(main, ["collect", "--db", db, *_argv(kwargs)])
         assert res.exit_code == 2 and message in res.output, res.output  # a usage error
     assert not (tmp_path / "c.duckdb").exists()  # nothing was started
+    token = tmp_path / "token"
+    token.write_text("s3cret\n")
+    token.chmod(0o644)
+    heard: list[str] = []
+    with pytest.raises(OptionError, match="body"):  # the token was read, then the budget failed
+        api.collect(
+            db, token_file=str(token), memory_mb=512, max_body_mb=4096, announce=heard.append
+        )
+    assert heard == [
+        f"warning: --token-file {token} is readable by other users (mode 644; chmod 600 it)"
+    ]
 
 
 def _argv(kwargs: dict[str, Any]) -> list[str]:

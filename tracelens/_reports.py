@@ -135,10 +135,11 @@ def write_weekly(
     """
     bar = bar or Progress(enabled=False)
     if week is not None:
+        week = week.strip()
         try:
             week_bounds(week)  # a malformed week is a usage error before any reading
         except ValueError as exc:
-            raise OptionError(str(exc)) from None
+            raise OptionError(f"--week: {exc}") from None
     bar.set_label("finding the weeks in the store")
     found = [w for w, _ in weeks_in(db)]
     if not found:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from tracelens._reports import Written, weeks_in, write_report, write_weekly
     from tracelens.analysis import Analysis
     from tracelens.collector import CollectorConfig
+    from tracelens.collector.service import Announce
     from tracelens.demo import DemoSummary
 
 _REPORTS = ("Written", "weeks_in", "write_report", "write_weekly")
@@ -178,9 +179,6 @@ def import_files(
     )
 
 
-Announce = Callable[[str], None]
-
-
 def _announce(line: str) -> None:
     print(f"tracelens collect: {line}", file=sys.stderr, flush=True)
 
@@ -205,7 +203,7 @@ def _collector_config(
     if token_file is not None:
         if token:
             raise OptionError("give the token one way: --token-file, or --token / TRACELENS_TOKEN")
-        token = read_token_file(token_file, announce)
+        token = _read_token_file(token_file, announce)
     try:
         return CollectorConfig.from_budget(
             db or default_db_path(),
@@ -249,7 +247,7 @@ def collect(
     run_collector(config, announce)
 
 
-def read_token_file(path: str, announce: Announce = _announce) -> str:
+def _read_token_file(path: str, announce: Announce = _announce) -> str:
     """The first line of ``path``, stripped; ``OptionError`` when it is missing or empty, and a
     warning through ``announce`` when other users may read it."""
     try:

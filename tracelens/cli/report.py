@@ -11,18 +11,6 @@ from tracelens.cli._options import db_option, findings_option, input_format_opti
 EXIT_INPUT_ERROR = 2
 
 
-def _check_week(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is None:
-        return None
-    from tracelens.report.weekly import week_bounds
-
-    try:
-        week_bounds(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-    return value.strip()
-
-
 @click.command()
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @db_option
@@ -41,7 +29,6 @@ def _check_week(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option(
     "--week",
     metavar="YYYY-Www",
-    callback=_check_week,
     default=None,
     help="Only this ISO week, e.g. 2026-W48 (implies --weekly).",
 )
