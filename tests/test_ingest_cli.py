@@ -98,3 +98,14 @@ def test_cli_formats_are_the_importers() -> None:
     from tracelens.ingest import FORMATS
 
     assert tuple(INPUT_FORMATS) == tuple(FORMATS)
+
+
+def test_import_files_is_the_library_form(tmp_path: Path) -> None:
+    from tracelens.api import import_files
+
+    db = str(tmp_path / "lib.duckdb")
+    done = import_files([YELP, HOTROD], db=db)
+    assert (done.files, done.spans, done.traces, done.added, done.db) == (2, 56, 2, 56, db)
+    again = import_files([YELP], db=db, keep_going=True)
+    assert (again.files, again.spans, again.traces, again.added) == (1, 16, 1, 0)
+    assert _count(tmp_path / "lib.duckdb") == 56

@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from spans import make_spans
 
 from tracelens.analysis import Analysis, analyze_spans
+from tracelens.api import write_report
 from tracelens.cli import main
-from tracelens.report import fmt, render_report, write_report
+from tracelens.report import fmt, render_report
 from tracelens.report.model import latency_histogram
 from tracelens.report.waterfall import waterfall
 
@@ -316,7 +317,9 @@ HOTROD = FIXTURES / "otlp" / "hotrod_dispatch_jaeger-ui_v3_getTrace-response.jso
 
 def test_write_report_from_fixture_files(tmp_path: Path) -> None:
     files = [HOTROD, *sorted((FIXTURES / "agent").glob("*.json"))]
-    out, analysis = write_report(files, out=tmp_path / "sub" / "r.html")
+    written = write_report(files, out=tmp_path / "sub" / "r.html")
+    [out], analysis = written.paths, written.analysis
+    assert analysis is not None and written.errors == []
     doc = parse(out.read_text(encoding="utf-8"))
     assert doc.by_id["fig-traces"] == str(analysis.traces.traces.height) == "8"
     assert "GetDriver" in doc.by_id["operations"]

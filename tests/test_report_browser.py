@@ -272,7 +272,7 @@ def test_harness_sees_requests_and_errors(browser: Browser, tmp_path: Path) -> N
 
 def test_fixture_report_in_chromium(browser: Browser, tmp_path: Path) -> None:
     from tracelens.analysis.summary import summary
-    from tracelens.report import write_report
+    from tracelens.api import write_report
     from tracelens.report.fmt import ms
 
     files = [
@@ -280,7 +280,9 @@ def test_fixture_report_in_chromium(browser: Browser, tmp_path: Path) -> None:
         *sorted((FIXTURES / "agent").glob("*.json")),
         *sorted((FIXTURES / "vllm").glob("*.json")),
     ]
-    out, analysis = write_report(files, out=tmp_path / "report.html")
+    written = write_report(files, out=tmp_path / "report.html")
+    out, analysis = written.paths[0], written.analysis
+    assert analysis is not None
     page = browser.open(out.as_uri())
     assert page.errors() == []
     assert page.requests() == []

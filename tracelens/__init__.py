@@ -1,8 +1,10 @@
 """tracelens: why is my agent slow?
 
 ``from tracelens import trace, configure`` is all an application needs; it loads only the light
-instrumentation (no DuckDB, Polars or Arrow).  The analysis API (``tracelens.analyze``) is loaded
-on first use.
+instrumentation (no DuckDB, Polars or Arrow).  The library calls, one per command with the
+command's option names as parameters (``tracelens.analyze``, ``import_files``, ``write_report``
+for ``tracelens report``, ``write_weekly``, ``collect``, ``run_demo``), are loaded from
+``tracelens.api`` on first use.
 """
 
 from __future__ import annotations
@@ -14,16 +16,40 @@ import tracelens_instrumentation as _instrumentation
 if TYPE_CHECKING:
     from tracelens_instrumentation import configure, flush, trace
 
-    from tracelens.api import analyze
+    from tracelens.api import (
+        analyze,
+        collect,
+        import_files,
+        run_demo,
+        write_report,
+        write_weekly,
+    )
 
-__all__ = ["analyze", "configure", "flush", "trace"]
+_INSTRUMENTATION = ("configure", "flush", "trace")
+_API = ("analyze", "collect", "import_files", "run_demo", "write_report", "write_weekly")
+
+__all__ = [
+    "analyze",
+    "collect",
+    "configure",
+    "flush",
+    "import_files",
+    "run_demo",
+    "trace",
+    "write_report",
+    "write_weekly",
+]
 
 
 def __getattr__(name: str) -> Any:
-    if name == "analyze":
-        from tracelens.api import analyze
+    if name in _API:
+        from tracelens import api
 
-        return analyze
-    if name in ("trace", "configure", "flush"):
+        return getattr(api, name)
+    if name in _INSTRUMENTATION:
         return getattr(_instrumentation, name)
     raise AttributeError(f"module 'tracelens' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

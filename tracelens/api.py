@@ -1,17 +1,49 @@
-"""The library calls the CLI wraps, with the same parameter names as its options."""
+"""The library calls the CLI wraps: one per command, with the command's option names as
+parameter names (``--input-format`` is ``input_format``), so a script and a shell line read
+alike.  ``tests/test_cli_mirror.py`` checks the names and the defaults.
+
+Orchestration lives here (load, analyse, store, write); ``tracelens.report`` only renders and
+``tracelens.collector`` only serves.  The HTML report calls are in ``tracelens._reports``.  Each
+call imports what it needs when it runs, so ``collect`` does not load Polars or Jinja into the
+collector's memory budget.
+"""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-
-from tracelens.analysis import ANALYSIS_COLUMNS, Analysis, analyze_spans
-from tracelens.errors import InputError
+from tracelens.errors import InputError, OptionError, TracelensError
 from tracelens.progress import Progress
-from tracelens.store import default_db_path, open_store
+from tracelens.store import default_db_path
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from tracelens._reports import Written, weeks_in, write_report, write_weekly
+    from tracelens.analysis import Analysis
+    from tracelens.collector import CollectorConfig
+    from tracelens.collector.service import Announce
+    from tracelens.demo import DemoSummary
+
+_REPORTS = ("Written", "weeks_in", "write_report", "write_weekly")
+
+__all__ = [
+    "Imported",
+    "Loaded",
+    "Written",
+    "analyze",
+    "collect",
+    "import_files",
+    "load_spans",
+    "run_demo",
+    "weeks_in",
+    "write_report",
+    "write_weekly",
+]
 
 
 @dataclass
@@ -34,10 +66,15 @@ def load_spans(
 ) -> Loaded:
     """Spans from files when any are given, else from the store (through a running collector
     when one holds it).  Files are read one by one so ``bar`` can show how far it got."""
+    import pyarrow as pa
+
     bar = bar or Progress(enabled=False)
     if not files:
+        from tracelens.collector.reader import read_store
+
         bar.set_label(f"reading the store {db or default_db_path()}")
-        return Loaded(spans=_read_store(db, columns, start_ns, end_ns))
+        table: pa.Table = read_store(db, columns=columns, start_ns=start_ns, end_ns=end_ns)
+        return Loaded(spans=table)
     from tracelens.ingest import read_files
 
     tables: list[pa.Table] = []
@@ -53,21 +90,6 @@ def load_spans(
     bar.total = None
     loaded.spans = pa.concat_tables(tables)
     return loaded
-
-
-def _read_store(
-    db: str | None, columns: Sequence[str] | None, start_ns: int | None, end_ns: int | None
-) -> pa.Table:
-    try:
-        from tracelens.collector.reader import read_store
-    except ModuleNotFoundError as exc:  # the collector has not landed yet
-        if not (exc.name or "").startswith("tracelens.collector"):
-            raise
-    else:
-        table: pa.Table = read_store(db, columns=columns, start_ns=start_ns, end_ns=end_ns)
-        return table
-    with open_store(db, read_only=True) as store:
-        return store.read(columns, start_ns=start_ns, end_ns=end_ns)
 
 
 def analyze(
@@ -88,6 +110,8 @@ def analyze(
     ``Analysis.errors`` (and its warnings) and the other files are analysed.  ``start_ns`` /
     ``end_ns`` keep the store's traces that started in that window.
     """
+    from tracelens.analysis import ANALYSIS_COLUMNS, analyze_spans
+
     bar = bar or Progress(enabled=False)
     loaded = load_spans(
         files,
@@ -104,3 +128,205 @@ def analyze(
     result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)
     result.errors = list(loaded.errors)
     return result
+
+
+@dataclass
+class Imported:
+    """What ``import_files`` did: ``spans`` rows in ``traces`` traces read from ``files`` files
+    (those in ``errors`` not counted), ``added`` of them new in the store at ``db``."""
+
+    files: int
+    spans: int
+    traces: int
+    added: int
+    db: str
+    warnings: list[str] = field(default_factory=list)
+    errors: list[InputError] = field(default_factory=list)
+
+
+def import_files(
+    files: Sequence[str | os.PathLike[str]],
+    *,
+    db: str | None = None,
+    input_format: str | None = None,
+    keep_going: bool = False,
+) -> Imported:
+    """Trace files into the store: the library form of ``tracelens import``.
+
+    Spans already there (same trace and span id) are not added twice.  A bad file raises
+    ``InputError`` before anything is stored, unless ``keep_going``: then the readable files are
+    imported and the others listed in ``errors``.
+    """
+    import pyarrow.compute as pc
+
+    from tracelens.ingest import read_files
+    from tracelens.store import open_store
+
+    result = read_files(files, input_format=input_format, keep_going=keep_going)
+    spans = result.spans
+    traces = pc.count_distinct(spans["trace_id"]).as_py() if spans.num_rows else 0
+    with open_store(db) as store:
+        added = store.append(spans)
+        where = store.path
+    return Imported(
+        files=len(files) - len(result.errors),
+        spans=spans.num_rows,
+        traces=traces,
+        added=added,
+        db=where,
+        warnings=list(result.warnings),
+        errors=list(result.errors),
+    )
+
+
+def _announce(line: str) -> None:
+    print(f"tracelens collect: {line}", file=sys.stderr, flush=True)
+
+
+def _collector_config(
+    db: str | None,
+    http: str,
+    grpc: str,
+    token: str | None,
+    token_file: str | None,
+    memory_mb: int,
+    max_body_mb: int | None,
+    grpc_max_mb: float | None,
+    queue_mb: float | None,
+    announce: Announce,
+) -> CollectorConfig:
+    """The collector's configuration from ``collect``'s parameters; ``OptionError`` names the
+    one that cannot work."""
+    from tracelens.collector import CollectorConfig
+    from tracelens.collector.config import MiB
+
+    if token_file is not None:
+        if token:
+            raise OptionError("give the token one way: --token-file, or --token / TRACELENS_TOKEN")
+        token = _read_token_file(token_file, announce)
+    try:
+        return CollectorConfig.from_budget(
+            db or default_db_path(),
+            memory_mb,
+            max_body_bytes=None if max_body_mb is None else max_body_mb * MiB,
+            max_grpc_message_bytes=None if grpc_max_mb is None else int(grpc_max_mb * MiB),
+            max_queue_bytes=None if queue_mb is None else int(queue_mb * MiB),
+            http=http,
+            grpc=None if grpc.strip().lower() in ("", "off", "none") else grpc,
+            token=token or None,
+        )
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def collect(
+    db: str | None = None,
+    *,
+    http: str = "127.0.0.1:4318",
+    grpc: str = "127.0.0.1:4317",
+    token: str | None = None,
+    token_file: str | None = None,
+    memory_mb: int = 2048,
+    max_body_mb: int | None = None,
+    grpc_max_mb: float | None = None,
+    queue_mb: float | None = None,
+    announce: Announce = _announce,
+) -> None:
+    """Receive OTLP spans (HTTP and gRPC) into the store until SIGINT or SIGTERM: the library
+    form of ``tracelens collect``.  ``grpc="off"`` serves HTTP only; ``announce`` gets the
+    listening addresses and warnings, one line each.
+
+    ``OptionError`` for parameters that cannot work, ``StoreError`` when the store cannot be
+    opened, ``OSError`` when an address cannot be bound.
+    """
+    from tracelens.collector import run_collector
+
+    config = _collector_config(
+        db, http, grpc, token, token_file, memory_mb, max_body_mb, grpc_max_mb, queue_mb, announce
+    )
+    run_collector(config, announce)
+
+
+def _read_token_file(path: str, announce: Announce = _announce) -> str:
+    """The first line of ``path``, stripped; ``OptionError`` when it is missing or empty, and a
+    warning through ``announce`` when other users may read it."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            token = f.readline(4096).strip()
+            mode = os.fstat(f.fileno()).st_mode
+    except (OSError, UnicodeDecodeError) as exc:
+        raise OptionError(f"cannot read --token-file {path}: {exc}") from None
+    if not token:
+        raise OptionError(f"--token-file {path} is empty")
+    if mode & 0o077:
+        announce(
+            f"warning: --token-file {path} is readable by other users "
+            f"(mode {mode & 0o777:o}; chmod 600 it)"
+        )
+    return token
+
+
+def run_demo(
+    *,
+    requests: int = 36,
+    concurrency: int = 6,
+    endpoint: str | None = None,
+    file: str | None = None,
+    seed: int = 0,
+    model_slots: int = 2,
+    speed: float = 1.0,
+    vllm: bool = True,
+    echo: Callable[[str], None] = print,
+) -> DemoSummary:
+    """Run the demo agent and export its spans: the library form of ``tracelens demo``.
+
+    Spans go to the OTLP/HTTP collector at ``endpoint`` (``http://127.0.0.1:4318`` when neither
+    it nor ``file`` is given) and/or are appended to ``file`` as OTLP JSON Lines.  ``vllm=False``
+    uses the simulated model even if vLLM is there.  ``TracelensError`` when nothing listens at
+    ``endpoint`` (before any request runs); ``echo`` gets the demo's progress lines.
+    """
+    from tracelens.demo import DEFAULT_ENDPOINT, DemoOptions
+    from tracelens.demo import run_demo as run
+
+    if endpoint is None and file is None:
+        endpoint = DEFAULT_ENDPOINT
+    if endpoint is not None:
+        _check_reachable(endpoint)
+    options = DemoOptions(
+        requests=requests,
+        concurrency=concurrency,
+        seed=seed,
+        endpoint=endpoint,
+        file=file,
+        model_slots=model_slots,
+        speed=speed,
+        use_vllm=vllm,
+    )
+    return run(options, echo=echo)
+
+
+def _check_reachable(endpoint: str) -> None:
+    """Fails at once, naming the endpoint, when nothing listens there (instead of exporting
+    into the void and retrying for half a minute at exit)."""
+    import socket
+    from urllib.parse import urlsplit
+
+    split = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
+    if split.scheme not in ("http", "https") or not split.hostname:
+        raise OptionError(f"--endpoint: not an OTLP/HTTP URL: {endpoint!r}")
+    port = split.port or (443 if split.scheme == "https" else 80)
+    try:
+        socket.create_connection((split.hostname, port), timeout=5).close()
+    except OSError as exc:
+        raise TracelensError(
+            f"no collector at {endpoint} ({exc}); start one with "
+            f"`tracelens collect --http {split.hostname}:{port}` or pass --file PATH"
+        ) from None
+
+
+def __getattr__(name: str) -> Any:
+    if name in _REPORTS:  # loaded on first use: they bring Polars and Jinja
+        from tracelens import _reports
+
+        return getattr(_reports, name)
+    raise AttributeError(f"module 'tracelens.api' has no attribute {name!r}")

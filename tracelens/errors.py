@@ -27,3 +27,8 @@ class InputError(TracelensError):
 
 class StoreError(TracelensError):
     """The store cannot be opened or written (newer schema, locked, corrupt)."""
+
+
+class OptionError(TracelensError, ValueError):
+    """A parameter (the CLI option of the same name) or a combination of them that cannot work;
+    the command line shows it as a usage error."""

@@ -1,4 +1,5 @@
-"""The ``tracelens`` command.  Each subcommand is a thin wrapper over one library call.
+"""The ``tracelens`` command.  Each subcommand is a thin wrapper over one library call of
+``tracelens.api`` whose parameters are named as its options (tests/test_cli_mirror.py).
 
 Subcommands live in their own modules and are imported only when run, so ``tracelens --help``
 stays fast and a command's heavy dependencies load only for that command.
@@ -7,7 +8,6 @@ stays fast and a command's heavy dependencies load only for that command.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from typing import Any
 
 import click
@@ -24,16 +24,11 @@ _COMMANDS: dict[str, str] = {
 
 class _LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(n for n in _COMMANDS if self._exists(n))
-
-    @staticmethod
-    def _exists(name: str) -> bool:
-        module = _COMMANDS[name].split(":")[0]
-        return importlib.util.find_spec(module) is not None
+        return sorted(_COMMANDS)
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         target = _COMMANDS.get(cmd_name)
-        if target is None or not self._exists(cmd_name):
+        if target is None:
             return None
         module, attr = target.split(":")
         command: Any = getattr(importlib.import_module(module), attr)

@@ -23,3 +23,9 @@ input_format_option = click.option(
     default=None,
     help="Skip format detection: every file is in this format.",
 )
+
+findings_option = click.option(
+    "--findings/--no-findings",
+    default=True,
+    help="Run the bottleneck finder (--no-findings: critical paths only).",
+)

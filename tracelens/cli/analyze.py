@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from tracelens.cli._options import db_option, input_format_option
+from tracelens.cli._options import db_option, findings_option, input_format_option
 
 
 @click.command()
@@ -14,7 +14,12 @@ from tracelens.cli._options import db_option, input_format_option
 @db_option
 @input_format_option
 @click.option(
-    "--format", "format_", type=click.Choice(["text", "json"]), default="text", show_default=True
+    "--format",
+    "format_",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: tables for a terminal; json: the document of docs/analysis-json.md.",
 )
 @click.option(
     "--out",
@@ -29,7 +34,7 @@ from tracelens.cli._options import db_option, input_format_option
     help="Keep only the N slowest traces (text output: show N rows; default 10).",
 )
 @click.option("--keep-going", is_flag=True, help="Analyse the other files when one is bad.")
-@click.option("--no-findings", is_flag=True, help="Critical paths only, no bottleneck finder.")
+@findings_option
 def analyze(
     files: tuple[str, ...],
     db: str | None,
@@ -38,7 +43,7 @@ def analyze(
     out: str | None,
     top: int | None,
     keep_going: bool,
-    no_findings: bool,
+    findings: bool,
 ) -> None:
     """Critical path, latency by cpu/gpu/io/wait and bottlenecks of traces in FILES or the store.
 
@@ -57,7 +62,7 @@ def analyze(
                 input_format=input_format,
                 top=top,
                 keep_going=keep_going,
-                findings=not no_findings,
+                findings=findings,
                 bar=bar,
             )
     except TracelensError as exc:

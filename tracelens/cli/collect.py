@@ -1,8 +1,7 @@
-"""``tracelens collect``: receive OTLP traces into the store until stopped."""
+"""``tracelens collect``: receive OTLP traces into the store until stopped (a thin wrapper over
+``tracelens.api.collect``)."""
 
 from __future__ import annotations
-
-import os
 
 import click
 
@@ -88,52 +87,24 @@ def collect(
     told to retry later.  While this runs, `tracelens analyze --db` and `report --db` on the same
     store read through it.  Stop with Ctrl-C or SIGTERM: it drains, commits and closes.
     """
-    from tracelens.collector import CollectorConfig, run_collector
-    from tracelens.collector.config import MiB
-    from tracelens.errors import StoreError
-    from tracelens.store import default_db_path
+    from tracelens.api import collect as run
+    from tracelens.errors import OptionError, StoreError
 
-    if token_file is not None:
-        if token:
-            raise click.UsageError(
-                "give the token one way: --token-file, or --token / TRACELENS_TOKEN"
-            )
-        token = _read_token(token_file)
     try:
-        config = CollectorConfig.from_budget(
-            db or default_db_path(),
-            memory_mb,
-            max_body_bytes=None if max_body_mb is None else max_body_mb * MiB,
-            max_grpc_message_bytes=None if grpc_max_mb is None else int(grpc_max_mb * MiB),
-            max_queue_bytes=None if queue_mb is None else int(queue_mb * MiB),
+        run(
+            db,
             http=http,
-            grpc=None if grpc.strip().lower() in ("", "off", "none") else grpc,
-            token=token or None,
+            grpc=grpc,
+            token=token,
+            token_file=token_file,
+            memory_mb=memory_mb,
+            max_body_mb=max_body_mb,
+            grpc_max_mb=grpc_max_mb,
+            queue_mb=queue_mb,
         )
-    except ValueError as exc:
+    except OptionError as exc:
         raise click.UsageError(str(exc)) from None
-    try:
-        run_collector(config)
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
     except (OSError, ValueError) as exc:
         raise click.ClickException(f"cannot start the collector: {exc}") from None
-
-
-def _read_token(path: str) -> str:
-    """The first line of ``path``, stripped; a clean error when it is missing or empty."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            token = f.readline(4096).strip()
-            mode = os.fstat(f.fileno()).st_mode
-    except (OSError, UnicodeDecodeError) as exc:
-        raise click.UsageError(f"cannot read --token-file {path}: {exc}") from None
-    if not token:
-        raise click.UsageError(f"--token-file {path} is empty")
-    if mode & 0o077:
-        click.echo(
-            f"tracelens collect: warning: --token-file {path} is readable by other users "
-            f"(mode {mode & 0o777:o}; chmod 600 it)",
-            err=True,
-        )
-    return token

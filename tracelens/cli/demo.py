@@ -1,10 +1,10 @@
-"""``tracelens demo``: run the demo agent and export its traces to a collector or a file."""
+"""``tracelens demo``: run the demo agent and export its traces to a collector or a file (a thin
+wrapper over ``tracelens.api.run_demo``)."""
 
 from __future__ import annotations
 
 import json
 import sys
-from urllib.parse import urlsplit
 
 import click
 
@@ -47,7 +47,11 @@ EXIT_FAILED = 1
     show_default=True,
     help="Scale every simulated delay (0.5: twice as fast).",
 )
-@click.option("--no-vllm", is_flag=True, help="Use the simulated model even if vLLM is there.")
+@click.option(
+    "--vllm/--no-vllm",
+    default=True,
+    help="Use vLLM when it is there (--no-vllm: the simulated model even then).",
+)
 @click.option(
     "--summary-json",
     type=click.Path(dir_okay=False, writable=True),
@@ -62,7 +66,7 @@ def demo(
     seed: int,
     model_slots: int,
     speed: float,
-    no_vllm: bool,
+    vllm: bool,
     summary_json: str | None,
 ) -> None:
     """Run a demo AI agent whose traces show where agent latency goes.
@@ -77,24 +81,26 @@ def demo(
     tracelens demo --requests 36
     tracelens analyze --db demo.duckdb
     """
-    from tracelens.demo import DEFAULT_ENDPOINT, DemoOptions, run_demo
+    from tracelens.api import run_demo
+    from tracelens.errors import OptionError, TracelensError
 
-    if endpoint is None and file is None:
-        endpoint = DEFAULT_ENDPOINT
-    if endpoint is not None:
-        _check_reachable(endpoint)
-    options = DemoOptions(
-        requests=requests,
-        concurrency=concurrency,
-        seed=seed,
-        endpoint=endpoint,
-        file=file,
-        model_slots=model_slots,
-        speed=speed,
-        use_vllm=not no_vllm,
-    )
-    summary = run_demo(options, echo=lambda line: click.echo(f"demo: {line}"))
-    where = " and ".join(x for x in (endpoint, file) if x)
+    try:
+        summary = run_demo(
+            requests=requests,
+            concurrency=concurrency,
+            endpoint=endpoint,
+            file=file,
+            seed=seed,
+            model_slots=model_slots,
+            speed=speed,
+            vllm=vllm,
+            echo=lambda line: click.echo(f"demo: {line}"),
+        )
+    except OptionError as exc:
+        raise click.UsageError(str(exc)) from None
+    except TracelensError as exc:
+        raise click.ClickException(str(exc)) from None
+    where = " and ".join(x for x in (summary.endpoint, summary.file) if x)
     click.echo(
         f"demo: {summary.requests} requests ({summary.failed} failed) in {summary.wall_s:.1f} s: "
         f"{summary.tool_calls} tool calls, {summary.model_calls} model calls "
@@ -112,21 +118,3 @@ def demo(
         click.echo(f"demo: error: not every span reached {where} (see the log above)", err=True)
     if summary.failed or not summary.flushed:
         sys.exit(EXIT_FAILED)
-
-
-def _check_reachable(endpoint: str) -> None:
-    """Fails at once, naming the endpoint, when nothing listens there (instead of exporting
-    into the void and retrying for half a minute at exit)."""
-    import socket
-
-    split = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
-    if split.scheme not in ("http", "https") or not split.hostname:
-        raise click.BadParameter(f"not an OTLP/HTTP URL: {endpoint!r}", param_hint="--endpoint")
-    port = split.port or (443 if split.scheme == "https" else 80)
-    try:
-        socket.create_connection((split.hostname, port), timeout=5).close()
-    except OSError as exc:
-        raise click.ClickException(
-            f"no collector at {endpoint} ({exc}); start one with "
-            f"`tracelens collect --http {split.hostname}:{port}` or pass --file PATH"
-        ) from None

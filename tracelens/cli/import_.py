@@ -1,4 +1,4 @@
-"""``tracelens import``: trace files into the store (a thin wrapper over ``read_files``)."""
+"""``tracelens import``: trace files into the store (a thin wrapper over ``import_files``)."""
 
 from __future__ import annotations
 
@@ -27,36 +27,26 @@ def import_(
     Spans already in the store (same trace and span id) are not added twice, so importing a file
     again is harmless.
     """
-    import pyarrow.compute as pc
-
+    from tracelens.api import import_files
     from tracelens.errors import InputError, StoreError
-    from tracelens.ingest import read_files
-    from tracelens.store import open_store
 
     try:
-        result = read_files(files, input_format=input_format, keep_going=keep_going)
+        done = import_files(files, db=db, input_format=input_format, keep_going=keep_going)
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_INPUT_ERROR) from None
-    for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    for error in result.errors:
-        click.echo(f"error: {error}", err=True)
-    spans = result.spans
-    traces = pc.count_distinct(spans["trace_id"]).as_py() if spans.num_rows else 0
-    try:
-        with open_store(db) as store:
-            added = store.append(spans)
-            where = store.path
     except StoreError as exc:
         raise click.ClickException(str(exc)) from None
-    read = len(files) - len(result.errors)
+    for warning in done.warnings:
+        click.echo(f"warning: {warning}", err=True)
+    for error in done.errors:
+        click.echo(f"error: {error}", err=True)
     click.echo(
-        f"read {spans.num_rows} spans in {traces} trace{_s(traces)} from {read} "
-        f"file{_s(read)}; {added} new in {where}"
+        f"read {done.spans} spans in {done.traces} trace{_s(done.traces)} from {done.files} "
+        f"file{_s(done.files)}; {done.added} new in {done.db}"
     )
-    if result.errors:
-        click.echo(f"{len(result.errors)} of {len(files)} files failed", err=True)
+    if done.errors:
+        click.echo(f"{len(done.errors)} of {len(files)} files failed", err=True)
         raise SystemExit(EXIT_INPUT_ERROR)
 
 

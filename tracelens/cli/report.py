@@ -1,4 +1,4 @@
-"""``tracelens report``: a thin wrapper over ``write_report`` and ``write_weekly``."""
+"""``tracelens report``: a thin wrapper over ``tracelens.api.write_report``."""
 
 from __future__ import annotations
 
@@ -6,21 +6,9 @@ import sys
 
 import click
 
-from tracelens.cli._options import db_option, input_format_option
+from tracelens.cli._options import db_option, findings_option, input_format_option
 
 EXIT_INPUT_ERROR = 2
-
-
-def _check_week(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
-    if value is None:
-        return None
-    from tracelens.report.weekly import week_bounds
-
-    try:
-        week_bounds(value)
-    except ValueError as exc:
-        raise click.BadParameter(str(exc)) from None
-    return value.strip()
 
 
 @click.command()
@@ -41,7 +29,6 @@ def _check_week(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option(
     "--week",
     metavar="YYYY-Www",
-    callback=_check_week,
     default=None,
     help="Only this ISO week, e.g. 2026-W48 (implies --weekly).",
 )
@@ -54,7 +41,7 @@ def _check_week(ctx: click.Context, param: click.Parameter, value: str | None) -
 )
 @click.option("--title", default=None, help="The report's title.")
 @click.option("--keep-going", is_flag=True, help="Report on the other files when one is bad.")
-@click.option("--no-findings", is_flag=True, help="Critical paths only, no bottleneck finder.")
+@findings_option
 def report(
     files: tuple[str, ...],
     db: str | None,
@@ -65,7 +52,7 @@ def report(
     out_dir: str,
     title: str | None,
     keep_going: bool,
-    no_findings: bool,
+    findings: bool,
 ) -> None:
     """A self-contained HTML report of the traces in FILES or the store.
 
@@ -77,50 +64,35 @@ def report(
 
     The page needs no network and runs no script: mail it, attach it, print it.
     """
-    weekly = weekly or week is not None
-    if weekly and files:
-        raise click.UsageError(
-            "--weekly reads the store; import the files first (`tracelens import FILES --db ...`)"
-        )
-    if weekly and out:
-        raise click.UsageError("--weekly writes one file per week: use --out-dir, not --out")
-    if not weekly and not out:
-        raise click.UsageError("say where to write the report: --out FILE.html (or --weekly)")
-
-    from tracelens.errors import TracelensError
+    from tracelens.api import write_report
+    from tracelens.errors import OptionError, TracelensError
     from tracelens.progress import Progress
 
     with Progress() as bar:
         try:
-            if weekly:
-                from tracelens.report import write_weekly
-
-                paths = write_weekly(
-                    db, out_dir, week, findings=not no_findings, title=title, bar=bar
-                )
-                errors: list[Exception] = []
-            else:
-                from tracelens.report import write_report
-
-                assert out is not None
-                path, analysis = write_report(
-                    files,
-                    db=db,
-                    out=out,
-                    input_format=input_format,
-                    keep_going=keep_going,
-                    findings=not no_findings,
-                    title=title,
-                    bar=bar,
-                )
-                paths, errors = [path], list(analysis.errors)
+            written = write_report(
+                files,
+                db=db,
+                input_format=input_format,
+                out=out,
+                weekly=weekly,
+                week=week,
+                out_dir=out_dir,
+                title=title,
+                keep_going=keep_going,
+                findings=findings,
+                bar=bar,
+            )
+        except OptionError as exc:
+            bar.close()
+            raise click.UsageError(str(exc)) from None
         except TracelensError as exc:
             bar.close()
             click.echo(f"error: {exc}", err=True)
             sys.exit(EXIT_INPUT_ERROR)
-    for p in paths:
+    for p in written.paths:
         click.echo(f"wrote {p} ({p.stat().st_size / 1024:,.0f} KiB)")
-    for err in errors:
+    for err in written.errors:
         click.echo(f"error: {err}", err=True)
-    if errors:
+    if written.errors:
         sys.exit(EXIT_INPUT_ERROR)

@@ -1,20 +1,20 @@
 """HTML reports: one self-contained page per analysis, and weekly pages with an index.
 
-The library is the interface (``render_report``, ``write_report``, ``write_weekly``); the
-``tracelens report`` command only parses options and calls these.
+This package only renders: it turns an ``Analysis`` (and per-week figures) into HTML strings.
+Loading, analysing and writing files is the library's (``tracelens.write_report``,
+``tracelens.write_weekly``), which the ``tracelens report`` command wraps.
 """
 
 from __future__ import annotations
 
-from tracelens.report.render import render_report, report_context, write_report
-from tracelens.report.weekly import iso_week, week_bounds, weeks_in, write_weekly
+from tracelens.report.render import render_report, report_context
+from tracelens.report.weekly import iso_week, render_index, render_week, week_bounds
 
 __all__ = [
     "iso_week",
+    "render_index",
     "render_report",
+    "render_week",
     "report_context",
     "week_bounds",
-    "weeks_in",
-    "write_report",
-    "write_weekly",
 ]

@@ -8,10 +8,8 @@ autoescape is the first line of defence for span names and attributes, the polic
 from __future__ import annotations
 
 import functools
-import os
 from collections.abc import Sequence
 from importlib import resources
-from pathlib import Path
 from typing import Any
 
 import jinja2
@@ -19,7 +17,6 @@ from markupsafe import Markup
 
 from tracelens.analysis import Analysis
 from tracelens.analysis.kinds import KINDS
-from tracelens.progress import Progress
 from tracelens.report import fmt, model
 from tracelens.report.waterfall import waterfalls
 
@@ -89,46 +86,3 @@ def render_report(
 ) -> str:
     """The HTML report of an analysis, as one string (deterministic for the same input)."""
     return render_context("report.html.j2", report_context(analysis, title=title, sources=sources))
-
-
-def write_report(
-    files: Sequence[str | os.PathLike[str]] = (),
-    *,
-    db: str | None = None,
-    out: str | os.PathLike[str],
-    input_format: str | None = None,
-    keep_going: bool = False,
-    findings: bool = True,
-    title: str | None = None,
-    bar: Progress | None = None,
-) -> tuple[Path, Analysis]:
-    """Load spans from ``files`` (or the store ``db``), analyse them, write the HTML to ``out``.
-
-    Returns the path written and the analysis (its ``errors`` list the files skipped with
-    ``keep_going``).  ``bar`` shows the phases when given.
-    """
-    from tracelens.api import analyze
-
-    bar = bar or Progress(enabled=False)
-    analysis = analyze(
-        files,
-        db=db,
-        input_format=input_format,
-        keep_going=keep_going,
-        findings=findings,
-        bar=bar,
-    )
-    bar.set_label("rendering the report")
-    sources = [os.fspath(f) for f in files] if files else [f"store {db or _default_db()}"]
-    html = render_report(analysis, title=title, sources=sources)
-    path = Path(out)
-    if path.parent and not path.parent.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(html, encoding="utf-8")
-    return path, analysis
-
-
-def _default_db() -> str:
-    from tracelens.store import default_db_path
-
-    return default_db_path()

@@ -1,29 +1,24 @@
 """Weekly reports: one page per ISO week of the store, each compared with the week before it, and
 an index page with the trends across all weeks.
 
-A trace belongs to the ISO week (UTC) in which it started; the store filters whole traces by
-their first span's start, so each week's analysis loads only that week.  Only small per-week
-figures (percentiles, per-operation percentiles, shares by kind) are kept between weeks, so
-memory stays that of the largest week.
+A trace belongs to the ISO week (UTC) in which it started.  This module computes the small
+per-week figures (percentiles, per-operation percentiles, shares by kind) and the comparisons,
+and renders the pages; ``tracelens.write_weekly`` loads each week and writes them.
 """
 
 from __future__ import annotations
 
-import os
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from pathlib import Path
 from typing import Any
 
-import numpy as np
 import polars as pl
 
 from tracelens.analysis import Analysis
 from tracelens.analysis import summary as s
 from tracelens.analysis.kinds import KINDS
-from tracelens.errors import TracelensError
-from tracelens.progress import Progress
 from tracelens.report import model
 
 WEEK_NS = 7 * 86_400 * 10**9
@@ -62,26 +57,6 @@ def week_dates(week: str) -> str:
     first = datetime.fromtimestamp(start // 10**9, tz=timezone.utc)
     last = first + timedelta(days=6)
     return f"{first:%a} {first.day} {first:%b} – {last:%a} {last.day} {last:%b %Y}"
-
-
-def weeks_in(db: str | None = None) -> list[tuple[str, int]]:
-    """(ISO week, traces) for every week with a trace in the store, oldest first."""
-    from tracelens.api import load_spans
-
-    spans = load_spans(db=db, columns=["trace_id", "start_ns"]).spans
-    df = pl.from_arrow(spans)
-    assert isinstance(df, pl.DataFrame)
-    if df.height == 0:
-        return []
-    firsts = df.group_by("trace_id").agg(pl.col("start_ns").min().alias("t0"))
-    when = pl.from_epoch(pl.col("t0"), time_unit="ns")
-    counts = (
-        firsts.select(when.dt.iso_year().alias("y"), when.dt.week().alias("w"))
-        .group_by("y", "w")
-        .len()
-        .sort("y", "w")
-    )
-    return [(f"{y}-W{w:02d}", int(n)) for y, w, n in counts.iter_rows()]
 
 
 @dataclass
@@ -265,81 +240,28 @@ def share_trend(stats: list[WeekStats]) -> list[dict[str, Any]]:
     return out
 
 
-def _analyze_week(db: str | None, week: str, findings: bool, bar: Progress) -> Analysis:
-    from tracelens.api import analyze
-
-    start, end = week_bounds(week)
-    bar.set_label(f"{week}: reading the store")
-    return analyze(db=db, findings=findings, start_ns=start, end_ns=end, bar=bar)
-
-
-def write_weekly(
-    db: str | None = None,
-    out_dir: str | os.PathLike[str] = "reports",
-    week: str | None = None,
+def render_week(
+    analysis: Analysis,
+    stats: WeekStats,
+    comparison: dict[str, Any] | None,
     *,
-    findings: bool = True,
     title: str | None = None,
-    threshold: float = THRESHOLD,
-    min_samples: int = MIN_SAMPLES,
-    bar: Progress | None = None,
-) -> list[Path]:
-    """One report per ISO week with traces in the store, plus ``index.html``; or, with ``week``,
-    that week's report only (compared with the latest earlier week that has traces).
-
-    Returns the paths written, the index last.
-    """
+    source: str,
+    index_href: str | None = None,
+) -> str:
+    """One week's page: the report of its analysis, with the comparison with the week before."""
     from tracelens.report.render import render_context, report_context
 
-    bar = bar or Progress(enabled=False)
-    if week is not None:
-        week_bounds(week)  # a malformed week is a usage error before any reading
-    bar.set_label("finding the weeks in the store")
-    found = [w for w, _ in weeks_in(db)]
-    if not found:
-        raise TracelensError(f"{db or _default_db()}: the store holds no traces")
-    if week is not None and week not in found:
-        raise TracelensError(
-            f"no traces in {week}; weeks with traces: {', '.join(found[:10])}"
-            + (" …" if len(found) > 10 else "")
-        )
-    targets = [week] if week else found
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    prev: WeekStats | None = None
-    if week is not None and found.index(week) > 0:
-        earlier = found[found.index(week) - 1]
-        prev = week_stats(earlier, _analyze_week(db, earlier, False, bar))
-    source = f"store {Path(db or _default_db()).name}"
-    paths: list[Path] = []
-    rows: list[dict[str, Any]] = []
-    stats: list[WeekStats] = []
-    bar.total = len(targets)
-    for i, w in enumerate(targets):
-        analysis = _analyze_week(db, w, findings, bar)
-        st = week_stats(w, analysis)
-        comp = compare(prev, st, threshold=threshold, min_samples=min_samples) if prev else None
-        bar.set_label(f"{w}: rendering")
-        ctx = report_context(
-            analysis, title=f"{title or 'Agent latency'}, week {w}", sources=[source]
-        )
-        has_index = week is None or (out / "index.html").exists()
-        ctx.update(
-            comparison=comp,
-            week=w,
-            week_dates=week_dates(w),
-            index_href="index.html" if has_index else None,
-        )
-        path = out / f"{w}.html"
-        path.write_text(render_context("week.html.j2", ctx), encoding="utf-8")
-        paths.append(path)
-        rows.append(_index_row(st, comp, path.name))
-        stats.append(st)
-        prev = st
-        bar.done = i + 1
-    if week is None:
-        paths.append(_write_index(out, title, source, stats, rows))
-    return paths
+    ctx = report_context(
+        analysis, title=f"{title or 'Agent latency'}, week {stats.week}", sources=[source]
+    )
+    ctx.update(
+        comparison=comparison,
+        week=stats.week,
+        week_dates=week_dates(stats.week),
+        index_href=index_href,
+    )
+    return render_context("week.html.j2", ctx)
 
 
 def _index_row(st: WeekStats, comp: dict[str, Any] | None, href: str) -> dict[str, Any]:
@@ -359,28 +281,26 @@ def _index_row(st: WeekStats, comp: dict[str, Any] | None, href: str) -> dict[st
     }
 
 
-def _write_index(
-    out: Path, title: str | None, source: str, stats: list[WeekStats], rows: list[dict[str, Any]]
-) -> Path:
+def render_index(
+    weeks: Sequence[tuple[WeekStats, dict[str, Any] | None, str]],
+    *,
+    title: str | None = None,
+    source: str,
+) -> str:
+    """The index page over ``weeks`` (oldest first; each its stats, its comparison with the week
+    before or ``None``, and the href of its page): trends, and a row per week, newest first."""
     from tracelens.report.render import render_context
 
-    traces = int(np.sum([st.traces for st in stats]))
+    stats = [st for st, _, _ in weeks]
+    rows = [_index_row(st, comp, href) for st, comp, href in weeks]
     ctx = {
         "title": f"{title or 'Agent latency'}, week by week",
         "sources": [source],
         "weeks": list(reversed(rows)),  # newest first: what a Monday reader opens
         "first_week": stats[0].week,
         "last_week": stats[-1].week,
-        "traces": traces,
+        "traces": sum(st.traces for st in stats),
         "latency_trend": latency_trend(stats),
         "share_trend": share_trend(stats),
     }
-    path = out / "index.html"
-    path.write_text(render_context("index.html.j2", ctx), encoding="utf-8")
-    return path
-
-
-def _default_db() -> str:
-    from tracelens.store import default_db_path
-
-    return default_db_path()
+    return render_context("index.html.j2", ctx)
