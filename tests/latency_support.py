@@ -90,7 +90,7 @@ class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.0"
 
     def do_GET(self) -> None:
-        ctx = propagate.extract(dict(self.headers.items()))
+        ctx = propagate.extract({k.lower(): v for k, v in self.headers.items()})
         with self.server.tracer.start_as_current_span(
             f"GET {self.path.split('?')[0]}", context=ctx, kind=trace.SpanKind.SERVER
         ):

@@ -135,7 +135,7 @@ def test_token_fit_predicts_held_out_calls_and_agrees_with_vllm(llm: Any) -> Non
     ta, truth = run_requests(llm)
     table = calls(ta)
     assert table.height == len(truth) >= 30
-    assert (table["engine_timings"] == False).all()  # noqa: E712: the client-side view only
+    assert not table["engine_timings"].any()  # the client-side view only
     l_in = table["l_in"].to_numpy()
     assert l_in.max() / l_in.min() >= 10
     assert len(set(table["l_out"].to_list())) >= 3

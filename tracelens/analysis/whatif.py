@@ -166,6 +166,10 @@ def _change_model(m: _Model, what: WhatIf) -> tuple[Change, int]:
     if c.height == 0:
         return Change(), 0
     rows = c["_i"].to_numpy().astype(np.int64)
+    # A call made through another traced call (a client span around the engine's own span) is
+    # changed once, where the model works: the innermost; the outer one follows in the replay.
+    inner = ~np.isin(rows, _nearest_above(rows, m.parent))
+    c, tp, td, rows = c.filter(pl.Series(inner)), tp[inner], td[inner], rows[inner]
     model_s = c["model_s"].to_numpy()
     l_in, l_out = c["l_in"].to_numpy(), c["l_out"].to_numpy()
     if what.kind == "trim_context":
@@ -177,6 +181,27 @@ def _change_model(m: _Model, what: WhatIf) -> tuple[Change, int]:
         keep = np.where(model_s > 0, 1.0 - cut / model_s, 1.0)
     touched = keep < 1.0
     return m.compress(rows[touched], keep[touched]), int(touched.sum())
+
+
+def _nearest_above(rows: np.ndarray, parent: np.ndarray) -> np.ndarray:
+    """Per row of ``rows``: its nearest strict ancestor that is also in ``rows`` (-1 when none),
+    by pointer jumping."""
+    mark = np.full(len(parent), -1, dtype=np.int64)
+    mark[rows] = rows
+    val = np.where(parent >= 0, mark[np.maximum(parent, 0)], -1)
+    anc = np.where(parent >= 0, parent[np.maximum(parent, 0)], -1)
+    anc[parent < 0] = -1
+    open_ = (val < 0) & (anc >= 0)
+    while open_.any():
+        idx = np.flatnonzero(open_)
+        a = anc[idx]
+        va, aa = np.where(mark[a] >= 0, mark[a], -1), parent[a]
+        # One step at a time on the chain above (calls nest shallowly; no recursion).
+        val[idx] = va
+        anc[idx] = np.where(va < 0, aa, -1)
+        open_[idx] = (val[idx] < 0) & (anc[idx] >= 0)
+    out: np.ndarray = val[rows]
+    return out
 
 
 def _change_queue(m: _Model) -> tuple[Change, int]:
@@ -392,7 +417,7 @@ def findings(
         return []
     tl = build_timeline(ta.spans)
     fits = token_fits(ta) if fits is None else fits
-    out = []
+    out: list[dict[str, Any]] = []
     for what in whats:
         p = project(ta, what, fits=fits, tl=tl)
         touched = np.unique(tl.trace[p.change.rows(tl.n)]) if p.calls else np.zeros(0, int)
@@ -426,7 +451,7 @@ def findings(
                 "explanation": detail,
             }
         )
-    out.sort(key=lambda f: -float(f["total_saving_ms"]))
+    out.sort(key=lambda f: -f["total_saving_ms"])
     return out
 
 
