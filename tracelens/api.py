@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import pyarrow as pa
 
@@ -104,3 +105,37 @@ def analyze(
     result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)
     result.errors = list(loaded.errors)
     return result
+
+
+def size(
+    files: Sequence[str | os.PathLike[str]] = (),
+    *,
+    concurrency: int,
+    latency_target_ms: float,
+    db: str | None = None,
+    input_format: str | None = None,
+    cores: int | None = None,
+    model_slots: int | None = None,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+) -> Any:
+    """Cores and model-server capacity for ``concurrency`` requests at ``latency_target_ms``,
+    from measured per-request demand: the library form of ``tracelens size``."""
+    from tracelens.analysis.core import analyze_traces
+    from tracelens.analysis.sizing import size_traces
+
+    loaded = load_spans(
+        files,
+        db=db,
+        input_format=input_format,
+        columns=ANALYSIS_COLUMNS,
+        start_ns=start_ns,
+        end_ns=end_ns,
+    )
+    return size_traces(
+        analyze_traces(loaded.spans),
+        concurrency=concurrency,
+        latency_target_ms=latency_target_ms,
+        cores=cores,
+        model_slots=model_slots,
+    )
