@@ -323,3 +323,25 @@ def test_prefetch_projects_what_warming_the_read_saves() -> None:
     real = median_latency_ms(cold) - median_latency_ms(warm)
     print(f"prefetch: projected {projected:.1f} ms, real {real:.1f} ms")
     assert abs(projected - real) <= 0.2 * real
+
+
+def test_analyze_what_if_option_adds_the_finding(tmp_path: Path) -> None:
+    import json
+
+    from click.testing import CliRunner
+
+    from tracelens.cli import main
+    from tracelens.store import open_store
+
+    db = str(tmp_path / "store.duckdb")
+    with open_store(db) as store:
+        store.append(workload().to_arrow())
+    args = ["analyze", "--db", db, "--no-findings", "--format", "json"]
+    out = CliRunner().invoke(main, [*args, "--what-if", "cap-output=20"])
+    assert out.exit_code == 0, out.output
+    (found,) = json.loads(out.output)["findings"]
+    # Hand-derived: 20 of the 40-token calls' outputs cut at 3 ms each, in 5 of 15 traces.
+    assert found["what_if"] == "cap_output=20" and found["traces"] == 5
+    assert found["saving_ms"]["p50"] == pytest.approx(60.0, rel=0.01)
+    bad = CliRunner().invoke(main, [*args, "--what-if", "faster=2"])
+    assert bad.exit_code == 2 and "unknown what-if" in bad.output

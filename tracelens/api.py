@@ -82,12 +82,16 @@ def analyze(
     start_ns: int | None = None,
     end_ns: int | None = None,
     bar: Progress | None = None,
+    what_if: Sequence[str] = (),
+    what_if_threshold_ms: float | None = None,
 ) -> Analysis:
     """Where each trace's end-to-end latency went: the library form of ``tracelens analyze``.
 
     Errors in files raise ``InputError`` unless ``keep_going``, in which case they are listed in
     ``Analysis.errors`` (and its warnings) and the other files are analysed.  ``start_ns`` /
-    ``end_ns`` keep the store's traces that started in that window.
+    ``end_ns`` keep the store's traces that started in that window.  ``what_if`` (e.g.
+    ``["trim-context=0.5", "stream"]``) adds the latency model's what-if findings that save at
+    least ``what_if_threshold_ms`` at p50.
     """
     bar = bar or Progress(enabled=False)
     loaded = load_spans(
@@ -104,6 +108,13 @@ def analyze(
     notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
     result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)
     result.errors = list(loaded.errors)
+    if what_if:
+        from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS, WhatIf
+        from tracelens.analysis.whatif import findings as what_if_findings
+
+        whats = [WhatIf.parse(w) for w in what_if]
+        threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
+        result.findings.extend(what_if_findings(result.traces, whats, threshold_ms=threshold))
     return result
 
 
