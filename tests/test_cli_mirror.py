@@ -30,6 +30,7 @@ LIBRARY: dict[str, Callable[..., Any]] = {
     "demo": api.run_demo,
     "import": api.import_files,
     "report": api.write_report,
+    "size": api.size,
 }
 
 # (command, parameter) -> why the option has no library parameter.  Only switches of the
@@ -39,6 +40,7 @@ CLI_ONLY: dict[tuple[str, str], str] = {
     "to_json()",
     ("analyze", "out"): "where the command prints it (a file instead of standard output)",
     ("demo", "summary_json"): "the command saves the DemoSummary it gets back (to_dict()) there",
+    ("size", "format_"): "how the command prints the Sizing it gets back: text or to_dict()",
 }
 
 
@@ -110,11 +112,12 @@ def test_the_top_level_names_are_the_library_calls() -> None:
         "flush",
         "import_files",
         "run_demo",
+        "size",
         "trace",
         "write_report",
         "write_weekly",
     ]
-    for name in ("analyze", "collect", "import_files", "run_demo", "write_report", "write_weekly"):
+    for name in ("analyze", "collect", "import_files", "run_demo", "size", "write_report"):
         assert getattr(tracelens, name) is getattr(api, name)
     for name in ("configure", "flush", "trace"):
         assert getattr(tracelens, name) is getattr(tracelens_instrumentation, name)

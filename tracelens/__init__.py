@@ -3,7 +3,7 @@
 ``from tracelens import trace, configure`` is all an application needs; it loads only the light
 instrumentation (no DuckDB, Polars or Arrow).  The library calls, one per command with the
 command's option names as parameters (``tracelens.analyze``, ``import_files``, ``write_report``
-for ``tracelens report``, ``write_weekly``, ``collect``, ``run_demo``), are loaded from
+for ``tracelens report``, ``write_weekly``, ``collect``, ``run_demo``, ``size``), are loaded from
 ``tracelens.api`` on first use.
 """
 
@@ -21,12 +21,13 @@ if TYPE_CHECKING:
         collect,
         import_files,
         run_demo,
+        size,
         write_report,
         write_weekly,
     )
 
 _INSTRUMENTATION = ("configure", "flush", "trace")
-_API = ("analyze", "collect", "import_files", "run_demo", "write_report", "write_weekly")
+_API = ("analyze", "collect", "import_files", "run_demo", "size", "write_report", "write_weekly")
 
 __all__ = [
     "analyze",
@@ -35,6 +36,7 @@ __all__ = [
     "flush",
     "import_files",
     "run_demo",
+    "size",
     "trace",
     "write_report",
     "write_weekly",

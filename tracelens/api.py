@@ -103,12 +103,16 @@ def analyze(
     start_ns: int | None = None,
     end_ns: int | None = None,
     bar: Progress | None = None,
+    what_if: Sequence[str] = (),
+    what_if_threshold_ms: float | None = None,
 ) -> Analysis:
     """Where each trace's end-to-end latency went: the library form of ``tracelens analyze``.
 
     Errors in files raise ``InputError`` unless ``keep_going``, in which case they are listed in
     ``Analysis.errors`` (and its warnings) and the other files are analysed.  ``start_ns`` /
-    ``end_ns`` keep the store's traces that started in that window.
+    ``end_ns`` keep the store's traces that started in that window.  ``what_if`` (e.g.
+    ``["trim-context=0.5", "stream"]``) adds the latency model's what-if findings that save at
+    least ``what_if_threshold_ms`` at p50.
     """
     from tracelens.analysis import ANALYSIS_COLUMNS, analyze_spans
 
@@ -127,6 +131,13 @@ def analyze(
     notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
     result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)
     result.errors = list(loaded.errors)
+    if what_if:
+        from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS, WhatIf
+        from tracelens.analysis.whatif import findings as what_if_findings
+
+        whats = [WhatIf.parse(w) for w in what_if]
+        threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
+        result.findings.extend(what_if_findings(result.traces, whats, threshold_ms=threshold))
     return result
 
 
@@ -322,6 +333,40 @@ def _check_reachable(endpoint: str) -> None:
             f"no collector at {endpoint} ({exc}); start one with "
             f"`tracelens collect --http {split.hostname}:{port}` or pass --file PATH"
         ) from None
+
+
+def size(
+    files: Sequence[str | os.PathLike[str]] = (),
+    *,
+    concurrency: int,
+    latency_target_ms: float,
+    db: str | None = None,
+    input_format: str | None = None,
+    cores: int | None = None,
+    model_slots: int | None = None,
+    start_ns: int | None = None,
+    end_ns: int | None = None,
+) -> Any:
+    """Cores and model-server capacity for ``concurrency`` requests at ``latency_target_ms``,
+    from measured per-request demand: the library form of ``tracelens size``."""
+    from tracelens.analysis.core import ANALYSIS_COLUMNS, analyze_traces
+    from tracelens.analysis.sizing import size_traces
+
+    loaded = load_spans(
+        files,
+        db=db,
+        input_format=input_format,
+        columns=ANALYSIS_COLUMNS,
+        start_ns=start_ns,
+        end_ns=end_ns,
+    )
+    return size_traces(
+        analyze_traces(loaded.spans),
+        concurrency=concurrency,
+        latency_target_ms=latency_target_ms,
+        cores=cores,
+        model_slots=model_slots,
+    )
 
 
 def __getattr__(name: str) -> Any:

@@ -35,6 +35,20 @@ from tracelens.cli._options import db_option, findings_option, input_format_opti
 )
 @click.option("--keep-going", is_flag=True, help="Analyse the other files when one is bad.")
 @findings_option
+@click.option(
+    "--what-if",
+    "what_if",
+    multiple=True,
+    metavar="KIND[=VALUE]",
+    help="A latency-model what-if, repeatable: trim-context=0.5, cap-output=256, model-queue, "
+    "stream, co-locate=1 (ms), prefetch.",
+)
+@click.option(
+    "--what-if-threshold-ms",
+    type=click.FloatRange(min=0),
+    default=None,
+    help="Report a what-if when it saves at least this at p50 (default 10).",
+)
 def analyze(
     files: tuple[str, ...],
     db: str | None,
@@ -44,6 +58,8 @@ def analyze(
     top: int | None,
     keep_going: bool,
     findings: bool,
+    what_if: tuple[str, ...],
+    what_if_threshold_ms: float | None,
 ) -> None:
     """Critical path, latency by cpu/gpu/io/wait and bottlenecks of traces in FILES or the store.
 
@@ -64,7 +80,12 @@ def analyze(
                 keep_going=keep_going,
                 findings=findings,
                 bar=bar,
+                what_if=what_if,
+                what_if_threshold_ms=what_if_threshold_ms,
             )
+    except ValueError as exc:  # a bad --what-if
+        click.echo(f"error: --what-if: {exc}", err=True)
+        sys.exit(2)
     except TracelensError as exc:
         click.echo(f"error: {exc}", err=True)
         sys.exit(2)
