@@ -70,6 +70,22 @@ from tracelens.cli._options import db_option
     help="Decoded spans not yet in the store; beyond it requests get 503/UNAVAILABLE "
     "[default: a quarter of --memory-mb].",
 )
+@click.option(
+    "--metrics-quiet-s",
+    type=click.FloatRange(0, 86400),
+    default=30.0,
+    show_default=True,
+    help="GET /metrics counts a trace once it is complete: its root arrived and no span came "
+    "for it for this many seconds.  0 turns the span metrics off (ingest metrics stay).",
+)
+@click.option(
+    "--metrics-max-operations",
+    type=click.IntRange(1, 100_000),
+    default=200,
+    show_default=True,
+    help="Cap on distinct (service, operation) label pairs in /metrics; later ones are "
+    "counted as operation 'other'.",
+)
 def collect(
     db: str | None,
     http: str,
@@ -80,6 +96,8 @@ def collect(
     max_body_mb: int | None,
     grpc_max_mb: float | None,
     queue_mb: float | None,
+    metrics_quiet_s: float,
+    metrics_max_operations: int,
 ) -> None:
     """Receive spans over OTLP (HTTP and gRPC) into the store.
 
@@ -109,6 +127,8 @@ def collect(
             http=http,
             grpc=None if grpc.strip().lower() in ("", "off", "none") else grpc,
             token=token or None,
+            metrics_quiet_s=metrics_quiet_s,
+            metrics_max_operations=metrics_max_operations,
         )
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None
