@@ -17,8 +17,10 @@ from tracelens_instrumentation import attributes as A
 
 from tracelens.analysis import analyze_traces
 from tracelens.collector.completion import CompletionTracker
-from tracelens.collector.metrics import AnalysisLoop
+from tracelens.collector.config import CollectorConfig
+from tracelens.collector.metrics import AnalysisLoop, CollectorMetrics
 from tracelens.collector.span_metrics import OperationCap, SpanMetrics, TraceResult
+from tracelens.collector.stats import Stats
 from tracelens.store import DuckDBStore
 
 MS = 1_000_000
@@ -250,3 +252,40 @@ def test_the_loop_counts_each_trace_once_with_all_its_spans(tmp_path: Path) -> N
     assert _get(got, "tracelens_trace_duration_seconds_count", **root) == 2
     crit = "tracelens_critical_path_seconds_total"
     assert _get(got, crit, **root, kind="gpu") == pytest.approx(0.4)  # chat was in the 2nd merge
+
+
+# --- the registry -------------------------------------------------------------------------
+
+
+def _names(metrics: CollectorMetrics) -> set[str]:
+    text = metrics.exposition().decode()
+    return {f.name for f in text_string_to_metric_families(text)}
+
+
+def test_collectors_in_one_process_have_their_own_registries(tmp_path: Path) -> None:
+    """Two collectors (as in tests) register the same names without clashing, and count apart."""
+    with DuckDBStore(tmp_path / "a.duckdb") as a, DuckDBStore(tmp_path / "b.duckdb") as b:
+        stats_a, stats_b = Stats(), Stats()
+        first = CollectorMetrics(CollectorConfig(db="a"), stats_a, a)
+        second = CollectorMetrics(CollectorConfig(db="b"), stats_b, b)
+        stats_a.add(spans_received=7)
+        stats_a.merge(0.02, 7, 0)
+        got_a, got_b = _scrape(first.registry), _scrape(second.registry)
+    assert _get(got_a, "tracelens_collector_spans_received_total") == 7
+    assert _get(got_b, "tracelens_collector_spans_received_total") == 0
+    assert _get(got_a, "tracelens_collector_merge_duration_seconds_bucket", le="0.025") == 1
+    assert _get(got_a, "tracelens_collector_merge_duration_seconds_bucket", le="0.01") == 0
+    assert _get(got_b, "tracelens_collector_merge_duration_seconds_count") == 0
+    assert "tracelens_span_calls" in _names(first)
+
+
+def test_a_quiet_period_of_zero_turns_span_metrics_off(tmp_path: Path) -> None:
+    with DuckDBStore(tmp_path / "a.duckdb") as store:
+        metrics = CollectorMetrics(CollectorConfig(db="a", metrics_quiet_s=0), Stats(), store)
+        metrics.start()
+        metrics.merged(make_spans(_traces()))  # ignored
+        metrics.close()
+        names = _names(metrics)
+    assert metrics.loop is None
+    assert "tracelens_collector_spans_received" in names
+    assert not {n for n in names if n.startswith(("tracelens_span_", "tracelens_trace_"))}
