@@ -38,6 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DASHBOARD = ROOT / "deploy" / "grafana" / "tracelens-dashboard.json"
 RULES = ROOT / "deploy" / "prometheus" / "tracelens-rules.yml"
 REQUESTS = 24
+FIRST_RUN = 4  # of which the agent's first run sends this many
 QUIET_S = "1"
 TOKEN = "metrics-test-token"
 TP99_THRESHOLD_S = 30  # the example alert's line (deploy/prometheus/tracelens-rules.yml)
@@ -179,15 +180,19 @@ def _scraping(prom: Prometheus) -> bool:
     return bool(up) and up[0]["value"][1] == "1"
 
 
-def _has_all(prom: Prometheus) -> bool:
+def _counted(collector: Collector, traces: int) -> bool:
+    return _total(collector.samples(), "tracelens_metrics_traces_counted_total") >= traces
+
+
+def _has(prom: Prometheus, traces: int) -> bool:
     counts = prom.query("sum(tracelens_trace_duration_seconds_count)")
-    return bool(counts) and float(counts[0]["value"][1]) == REQUESTS
+    return bool(counts) and float(counts[0]["value"][1]) == traces
 
 
 @dataclass
 class Run:
     collector: Collector
-    demo: dict[str, Any]
+    demo: dict[str, int]  # traces and spans the agent sent
     analysis: dict[str, Any]
     prometheus: Prometheus | None
 
@@ -229,28 +234,29 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
             target = urllib.parse.urlsplit(collector.url).netloc
             prom = _start_prometheus(binary, tmp, target, token_file)
             _wait("prometheus scrapes the collector", lambda: _scraping(prom), 90, prom.log)
-        summary = tmp / "demo.json"
-        done = subprocess.run(
-            tracelens_cmd(
-                "demo", "--endpoint", collector.url, "--requests", str(REQUESTS),
-                "--concurrency", "4", "--seed", "5", "--summary-json", str(summary),
-            ),
-            capture_output=True, text=True, timeout=180,
-            env={**_env(), "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{TOKEN}"},
-        )  # fmt: skip
-        assert done.returncode == 0, done.stdout + done.stderr
-        demo = json.loads(summary.read_text())
-        assert demo["failed"] == 0 and demo["traces"] == REQUESTS
-        _wait(
-            "every trace counted",
-            lambda: (
-                _total(collector.samples(), "tracelens_metrics_traces_counted_total") >= REQUESTS
-            ),
-            60,
-            collector.log,
-        )
-        if prom is not None:
-            _wait("prometheus has every trace", lambda: _has_all(prom), 30, prom.log)
+        # Two runs of the agent: a series Prometheus first sees with a non-zero count has no
+        # rate until it grows, so the second run's traces give the rate-based panels and the
+        # alert rule something to measure (as a running agent would).
+        demo: dict[str, int] = {"traces": 0, "spans": 0}
+        for seed, requests in ((5, FIRST_RUN), (6, REQUESTS - FIRST_RUN)):
+            summary = tmp / f"demo-{seed}.json"
+            done = subprocess.run(
+                tracelens_cmd(
+                    "demo", "--endpoint", collector.url, "--requests", str(requests),
+                    "--concurrency", "4", "--seed", str(seed), "--summary-json", str(summary),
+                ),
+                capture_output=True, text=True, timeout=180,
+                env={**_env(), "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization=Bearer%20{TOKEN}"},
+            )  # fmt: skip
+            assert done.returncode == 0, done.stdout + done.stderr
+            ran = json.loads(summary.read_text())
+            assert ran["failed"] == 0 and ran["traces"] == requests
+            demo = {k: demo[k] + ran[k] for k in demo}
+            _wait("every trace counted", lambda n=demo["traces"]: _counted(collector, n), 60,
+                  collector.log)  # fmt: skip
+            if prom is not None:
+                _wait("prometheus has every trace", lambda n=demo["traces"]: _has(prom, n), 30,
+                      prom.log)  # fmt: skip
         analysed = subprocess.run(
             tracelens_cmd("analyze", "--db", str(tmp / "m.duckdb"), "--format", "json"),
             capture_output=True, text=True, timeout=120, env=_env(),

@@ -112,7 +112,8 @@ class CompletionTracker:
                 self.forced += 1
 
     def complete(self, now: float) -> list[Completed]:
-        """Take the traces complete at ``now`` (each is returned once, ever)."""
+        """Take the traces complete at ``now``; each is returned once (a trace is recognised as
+        counted while it is among the last ``remember`` completed)."""
         out: list[Completed] = []
         with self._lock:
             out.extend(self._forced)
