@@ -205,6 +205,8 @@ def _collector_config(
     grpc_max_mb: float | None,
     queue_mb: float | None,
     announce: Announce,
+    metrics_quiet_s: float = 30.0,
+    metrics_max_operations: int = 200,
 ) -> CollectorConfig:
     """The collector's configuration from ``collect``'s parameters; ``OptionError`` names the
     one that cannot work."""
@@ -225,6 +227,8 @@ def _collector_config(
             http=http,
             grpc=None if grpc.strip().lower() in ("", "off", "none") else grpc,
             token=token or None,
+            metrics_quiet_s=metrics_quiet_s,
+            metrics_max_operations=metrics_max_operations,
         )
     except ValueError as exc:
         raise OptionError(str(exc)) from None
@@ -241,11 +245,15 @@ def collect(
     max_body_mb: int | None = None,
     grpc_max_mb: float | None = None,
     queue_mb: float | None = None,
+    metrics_quiet_s: float = 30.0,
+    metrics_max_operations: int = 200,
     announce: Announce = _announce,
 ) -> None:
     """Receive OTLP spans (HTTP and gRPC) into the store until SIGINT or SIGTERM: the library
     form of ``tracelens collect``.  ``grpc="off"`` serves HTTP only; ``announce`` gets the
-    listening addresses and warnings, one line each.
+    listening addresses and warnings, one line each.  ``GET /metrics`` counts a trace
+    ``metrics_quiet_s`` after its last span (0: ingest metrics only), with at most
+    ``metrics_max_operations`` operation label pairs.
 
     ``OptionError`` for parameters that cannot work, ``StoreError`` when the store cannot be
     opened, ``OSError`` when an address cannot be bound.
@@ -253,7 +261,18 @@ def collect(
     from tracelens.collector import run_collector
 
     config = _collector_config(
-        db, http, grpc, token, token_file, memory_mb, max_body_mb, grpc_max_mb, queue_mb, announce
+        db,
+        http,
+        grpc,
+        token,
+        token_file,
+        memory_mb,
+        max_body_mb,
+        grpc_max_mb,
+        queue_mb,
+        announce,
+        metrics_quiet_s,
+        metrics_max_operations,
     )
     run_collector(config, announce)
 

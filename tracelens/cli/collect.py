@@ -69,6 +69,22 @@ from tracelens.cli._options import db_option
     help="Decoded spans not yet in the store; beyond it requests get 503/UNAVAILABLE "
     "[default: a quarter of --memory-mb].",
 )
+@click.option(
+    "--metrics-quiet-s",
+    type=click.FloatRange(0, 86400),
+    default=30.0,
+    show_default=True,
+    help="GET /metrics counts a trace once it is complete: its root arrived and no span came "
+    "for it for this many seconds.  0 turns the span metrics off (ingest metrics stay).",
+)
+@click.option(
+    "--metrics-max-operations",
+    type=click.IntRange(1, 100_000),
+    default=200,
+    show_default=True,
+    help="Cap on distinct (service, operation) label pairs in /metrics; later ones are "
+    "counted as operation 'other'.",
+)
 def collect(
     db: str | None,
     http: str,
@@ -79,6 +95,8 @@ def collect(
     max_body_mb: int | None,
     grpc_max_mb: float | None,
     queue_mb: float | None,
+    metrics_quiet_s: float,
+    metrics_max_operations: int,
 ) -> None:
     """Receive spans over OTLP (HTTP and gRPC) into the store.
 
@@ -101,6 +119,8 @@ def collect(
             max_body_mb=max_body_mb,
             grpc_max_mb=grpc_max_mb,
             queue_mb=queue_mb,
+            metrics_quiet_s=metrics_quiet_s,
+            metrics_max_operations=metrics_max_operations,
         )
     except OptionError as exc:
         raise click.UsageError(str(exc)) from None

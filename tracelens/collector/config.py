@@ -13,6 +13,8 @@ MIN_MEMORY_MB: Final = 512
 DEFAULT_MAX_BODY: Final = 64 * MiB
 DEFAULT_GRPC_MESSAGE: Final = 4 * MiB  # grpc's own default, and the Go collector's
 LARGE_BODY: Final = 1 * MiB  # decoded bodies above this take turns (see ``ingest``)
+DEFAULT_METRICS_QUIET_S: Final = 30.0  # see ``completion``
+DEFAULT_METRICS_MAX_OPERATIONS: Final = 200  # see ``span_metrics.OperationCap``
 
 
 BASE_MB: Final = 192  # the interpreter, pyarrow, DuckDB, grpc: an idle collector is ~150 MiB
@@ -109,6 +111,10 @@ class CollectorConfig:
     max_grpc_message_bytes: int = _DEFAULT_PLAN.grpc_message_bytes
     max_grpc_rpcs: int = _DEFAULT_PLAN.grpc_rpcs  # gRPC holds each message whole first
     drain_timeout_s: float = 30.0
+    # /metrics: a trace is complete (analysed, counted) once no span came for this long after
+    # its root; 0 turns the span metrics off (ingest metrics stay).
+    metrics_quiet_s: float = DEFAULT_METRICS_QUIET_S
+    metrics_max_operations: int = DEFAULT_METRICS_MAX_OPERATIONS  # the label cap
 
     @staticmethod
     def from_budget(

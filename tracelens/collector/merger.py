@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import pyarrow as pa
@@ -72,6 +72,10 @@ class Merger:
         self._retry_at = 0.0
         self.failure: str | None = None  # the last merge's error, None once one succeeds
         self._stopped = False
+        # Called (on this thread) with each merged table, once its spans are in the store: how
+        # ``/metrics`` learns which traces got spans when (``completion``).  Set before the
+        # first export is accepted; a failing listener is logged, never fails the merge.
+        self.on_merged: Callable[[pa.Table], None] | None = None
         if self._backlog:
             self.failure = "the journal of a previous run is not merged yet"
             stats.set_degraded("store", self.failure)
@@ -220,6 +224,11 @@ class Merger:
             self.pending_bytes -= nbytes
             self._merged += count
             self._cond.notify_all()
+        if self.on_merged is not None:
+            try:
+                self.on_merged(table)
+            except Exception:
+                log.exception("the merge listener failed (the spans are stored)")
 
 
 def recover(store: DuckDBStore, db: str, chunk_rows: int = MERGE_ROWS) -> int:

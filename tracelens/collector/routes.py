@@ -5,6 +5,7 @@
 ``GET /health``       ``{"status": "ok"}``; 503 ``draining`` while shutting down, 503 ``degraded``
                       (with ``reason``) while the journal or the store cannot be written
 ``GET /stats``        counters (received, stored, rejected, queue depth, latencies)
+``GET /metrics``      the same and the span metrics, in the Prometheus text format (``metrics``)
 ``GET /v1/spans``     the stored spans as an Arrow IPC stream (``columns``, ``start_ns``,
                       ``end_ns`` query parameters): how other processes read while the collector
                       holds the DuckDB file
@@ -23,6 +24,8 @@ from tracelens.collector import otlp
 from tracelens.collector.auth import bearer_matches
 from tracelens.collector.http import Request, Response
 from tracelens.collector.ingest import Ingest, Kind, Outcome
+from tracelens.collector.metrics import CONTENT_TYPE as METRICS_TYPE
+from tracelens.collector.metrics import CollectorMetrics
 from tracelens.errors import StoreError
 from tracelens.store import DuckDBStore
 
@@ -36,10 +39,17 @@ class _Unavailable(Exception):
 
 
 class Routes:
-    def __init__(self, ingest: Ingest, reader: DuckDBStore, token: str | None) -> None:
+    def __init__(
+        self,
+        ingest: Ingest,
+        reader: DuckDBStore,
+        token: str | None,
+        metrics: CollectorMetrics | None = None,
+    ) -> None:
         self._ingest = ingest
         self._reader = reader
         self._token = token
+        self._metrics = metrics
         self.draining = False
 
     def refuse(self, status: int, message: str, media: str = otlp.JSON) -> Response:
@@ -80,7 +90,7 @@ class Routes:
         if request.method != "GET":
             return (
                 self._method_not_allowed("GET")
-                if path in ("/health", "/stats", "/v1/spans")
+                if path in ("/health", "/stats", "/metrics", "/v1/spans")
                 else self.refuse(404, f"no such endpoint: {path}")
             )
         if path in ("/health", "/healthz"):
@@ -89,6 +99,9 @@ class Routes:
             return Response(200, json.dumps(self._ingest.stats.snapshot()).encode())
         if path == "/v1/spans":
             return await self._spans(request)
+        if path == "/metrics" and self._metrics is not None:
+            text = await asyncio.get_running_loop().run_in_executor(None, self._metrics.exposition)
+            return Response(200, text, METRICS_TYPE)
         return self.refuse(404, f"no such endpoint: {path}")
 
     def _health(self) -> Response:

@@ -33,6 +33,7 @@ from tracelens.collector.http import Budget, HttpServer
 from tracelens.collector.ingest import Ingest
 from tracelens.collector.journal import journal_dir, segments
 from tracelens.collector.merger import CLOSE_MERGE_S, recover
+from tracelens.collector.metrics import CollectorMetrics
 from tracelens.collector.routes import Routes
 from tracelens.collector.stats import Stats
 from tracelens.collector.writer import BatchWriter
@@ -86,8 +87,12 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
         max_batch_rows=config.max_batch_rows,
         backlog=segments(config.db),  # what recovery could not merge (the writer's come later)
     )
+    metrics = CollectorMetrics(config, stats, store)
+    writer.merger.on_merged = metrics.merged  # before any export is accepted
+    metrics.start()
     ingest = Ingest(config, writer, stats)
-    routes = Routes(ingest, store, config.token)  # reads use the store's second connection
+    # Reads (and the metrics' read-back) use the store's second connection.
+    routes = Routes(ingest, store, config.token, metrics)
     budget = Budget(config.max_inflight_bytes)
     http = HttpServer(config, routes, routes.refuse, stats, budget)
     grpc_server: GrpcServer | None = None
@@ -109,6 +114,7 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
             publisher = asyncio.create_task(_publish_later(config.db, info))
         announce(f"store {os.path.abspath(config.db)}")
         announce(f"OTLP/HTTP listening on {http_url}")
+        announce(f"Prometheus metrics on {http_url}/metrics")
         if grpc_address:
             announce(f"OTLP/gRPC listening on {grpc_address}")
         announce("ready")
@@ -125,6 +131,7 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
             await grpc_server.stop(config.drain_timeout_s)
         await asyncio.get_running_loop().run_in_executor(None, ingest.close)
         await asyncio.get_running_loop().run_in_executor(None, writer.close, CLOSE_MERGE_S)
+        await asyncio.get_running_loop().run_in_executor(None, metrics.close)
         try:
             store.checkpoint()
         except StoreError as exc:  # what is not merged stays in the journal for the next start

@@ -1,12 +1,16 @@
 """Counters the stats endpoint reports.  Plain integers updated under one lock: the rates involved
-(hundreds of requests a second) make contention irrelevant."""
+(hundreds of requests a second) make contention irrelevant.  ``/metrics`` (``metrics``) reads the
+same counters, and adds its latency histograms through the observer lists."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
+
+Observer = Callable[[float], None]
 
 
 class Stats:
@@ -36,6 +40,9 @@ class Stats:
         self.queue_depth = 0  # decoded requests waiting for the writer
         self.queue_bytes = 0
         self._degraded: dict[str, str] = {}  # component ("journal", "store") -> why
+        # Called with each merge's / request's seconds (outside the lock), e.g. by histograms.
+        self.merge_observers: list[Observer] = []
+        self.request_observers: list[Observer] = []
 
     def set_degraded(self, component: str, reason: str | None) -> None:
         """Mark ``component`` as unable to write (``reason``), or as working again (None)."""
@@ -67,10 +74,14 @@ class Stats:
             self.counts["merges"] += 1
             self.counts["spans_stored"] += stored
             self.counts["spans_duplicate"] += duplicate
+        for observe in self.merge_observers:
+            observe(seconds)
 
     def request(self, seconds: float) -> None:
         with self._lock:
             self._request_ms.append(seconds * 1000)
+        for observe in self.request_observers:
+            observe(seconds)
 
     def snapshot(self) -> dict[str, Any]:
         with self._lock:
