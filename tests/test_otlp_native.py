@@ -96,7 +96,7 @@ def _first_difference(got: Any, want: Any) -> str:
 
 
 def _compiled_path_ran(data: bytes) -> bool:
-    return isinstance(_fastpath.decode(data), _fastpath.Decoded)
+    return _fastpath.decode(data) is not None
 
 
 # -- generated requests ------------------------------------------------------------------------
@@ -493,7 +493,7 @@ def test_switched_off_by_the_environment() -> None:
     assert out.stdout.split() == ["False", "False"]
 
 
-def test_problem_rows_match_the_python_path() -> None:
+def test_problem_rows_and_the_first_problem() -> None:
     req = ExportTraceServiceRequest()
     spans = req.resource_spans.add().scope_spans.add().spans
     for kind, code, start in [(0, 0, 1), (9, 0, 1), (1, 5, 1), (1, 0, 2**64 - 1), (1, 0, 1)]:

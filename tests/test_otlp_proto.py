@@ -279,6 +279,23 @@ def test_checked_decode_rejects_bad_spans_one_by_one() -> None:
         decode_export_request(req.SerializeToString())
 
 
+def test_the_first_invalid_span_is_reported_with_its_first_problem() -> None:
+    """Row order first, then the order of docs/otlp-proto.md ("Invalid spans")."""
+    req = ExportTraceServiceRequest()
+    good = {"trace_id": b"\x01" * 16, "span_id": b"\x02" * 8, "start_time_unix_nano": 1}
+    first = req.resource_spans.add().scope_spans.add()
+    first.spans.add(**good, end_time_unix_nano=2)
+    second = req.resource_spans.add()
+    second.scope_spans.add()  # no spans: not counted in span numbers
+    spans = second.scope_spans.add().spans
+    spans.add(**good, end_time_unix_nano=2**64 - 1, kind=7)  # kind first, then the end time
+    spans.add(**{**good, "trace_id": b""}, end_time_unix_nano=2)  # a later span, an earlier reason
+    for native in NATIVE_CHOICES:
+        problems = _decode(req.SerializeToString(), "<test>", native=native).problems
+        assert problems.mask.tolist() == [False, True, True]
+        assert problems.first == "resourceSpans[1].scopeSpans[1].spans[0]: kind: not a span kind"
+
+
 def test_check_spans_passes_a_clean_table_through() -> None:
     path = FIXTURES / "agent" / "any-agent-OPENAI.otlp.json"
     table = read_bytes(path.read_bytes(), "x", "otlp-json")

@@ -29,7 +29,7 @@ from google.protobuf.message import DecodeError
 
 from tracelens.errors import InputError
 from tracelens.ingest.otlp_proto import _classes, _fastpath
-from tracelens.ingest.otlp_proto._parts import Problems
+from tracelens.ingest.otlp_proto._parts import Decoded, Problems
 
 __all__ = ["CheckedSpans", "check_spans", "decode_export_request", "decode_export_request_checked"]
 
@@ -134,21 +134,13 @@ def _checked_by_flags(table: pa.Table, problems: Problems, checks: np.ndarray) -
     return CheckedSpans(table.filter(pa.array(~bad)), rejected, message)
 
 
-@dataclass
-class _Decoded:
-    table: pa.Table
-    problems: Problems
-    checks: np.ndarray | None  # the compiled decoder's ``check_spans`` flags, where it ran
-
-
-def _decode(data: bytes, source: str, native: bool | None = None) -> _Decoded:
+def _decode(data: bytes, source: str, native: bool | None = None) -> Decoded:
     """The table and its invalid spans; ``native`` overrides ``USE_NATIVE``."""
     try:
         if USE_NATIVE if native is None else native:
             decoded = _fastpath.decode(data)
             if decoded is not None:
-                return _Decoded(decoded.table, decoded.problems, decoded.checks)
-        table, problems = _classes.decode(data)
+                return decoded
+        return _classes.decode(data)
     except _DECODE_ERRORS as exc:
         raise InputError(source, f"not a valid OTLP protobuf trace request: {exc}") from None
-    return _Decoded(table, problems, None)

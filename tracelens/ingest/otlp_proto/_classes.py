@@ -13,9 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
+from tracelens.ingest._common import repeated_limit
 from tracelens.ingest.otlp_proto._anyvalue import key_values
 from tracelens.ingest.otlp_proto._parts import (
     BAD_END,
@@ -26,15 +26,14 @@ from tracelens.ingest.otlp_proto._parts import (
     INT64_MAX,
     NO_SPAN_ID,
     NO_TRACE_ID,
+    Decoded,
     Group,
-    Problems,
     bad_links,
     check_groups,
     count_empty,
     event_dict,
     link_dict,
     problems,
-    repeated_limit,
     resource_parts,
     scope_parts,
     status_parts,
@@ -42,7 +41,7 @@ from tracelens.ingest.otlp_proto._parts import (
 from tracelens.schema import SPAN_KINDS, STATUS_CODES, SpanColumns
 
 
-def decode(data: bytes) -> tuple[pa.Table, Problems]:
+def decode(data: bytes) -> Decoded:
     """Every span of an encoded ``ExportTraceServiceRequest`` (or ``TracesData``), and which are
     invalid; malformed protobuf raises ``DecodeError``, a request over a limit ``ValueError``."""
     request = ExportTraceServiceRequest.FromString(data)
@@ -81,7 +80,7 @@ def decode(data: bytes) -> tuple[pa.Table, Problems]:
     ):
         for span in ss.spans:
             flags.append(_append(cols, span, service, res_json, scope_name, scope_version))
-    return cols.to_arrow(), problems(np.array(flags, np.int64), groups)
+    return Decoded(cols.to_arrow(), problems(np.array(flags, np.int64), groups))
 
 
 def _append(

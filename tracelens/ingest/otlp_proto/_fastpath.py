@@ -16,7 +16,6 @@ switch: ``TRACELENS_NO_NATIVE=1`` turns every compiled part off).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
@@ -24,18 +23,18 @@ import pyarrow as pa
 from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from tracelens_instrumentation import _native as native_switch
 
+from tracelens.ingest._common import repeated_limit
 from tracelens.ingest.otlp_proto._anyvalue import any_value, json_text
 from tracelens.ingest.otlp_proto._parts import (
     BAD_LINK,
+    Decoded,
     Group,
-    Problems,
     bad_links,
     check_groups,
     event_from_bytes,
     link_from_bytes,
     per_group,
     problems,
-    repeated_limit,
     resource_from_bytes,
     scope_from_bytes,
     status_from_bytes,
@@ -62,16 +61,6 @@ _PROMOTED_KEYS: Final = tuple(
     for name in _PROMOTED_COLUMNS
 )
 _STR_LIST: Final = pa.list_(pa.string())
-
-
-@dataclass
-class Decoded:
-    """A request's span table, its invalid spans, and per span the ``check_spans`` failures
-    (bit ``i`` set when check ``i`` fails), so the collector need not run those checks again."""
-
-    table: pa.Table
-    problems: Problems
-    checks: np.ndarray
 
 
 def decode(data: bytes) -> Decoded | None:

@@ -24,13 +24,10 @@ from opentelemetry.proto.resource.v1.resource_pb2 import Resource
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 from tracelens_instrumentation import attributes as A
 
-from tracelens.ingest._common import repeated_limit
+from tracelens.ingest.otlp_json import UNKNOWN_SERVICE
 from tracelens.ingest.otlp_proto._anyvalue import key_values
 from tracelens.schema import json_value
 
-__all__ = ["repeated_limit"]
-
-UNKNOWN_SERVICE: Final = "unknown_service"
 INT64_MAX: Final = 2**63 - 1
 MAX_EMPTY_ENTRIES: Final = 10_000
 """ResourceSpans and ScopeSpans entries without a span a request may hold (``_native.c`` has the
@@ -61,6 +58,17 @@ class Problems:
 
     mask: np.ndarray
     first: str | None = None
+
+
+@dataclass
+class Decoded:
+    """A request's span table and its invalid spans; from the compiled decoder also, per span,
+    the ``check_spans`` failures (bit ``i`` set when check ``i`` fails), so the collector need not
+    run those checks again."""
+
+    table: pa.Table
+    problems: Problems
+    checks: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
