@@ -1065,7 +1065,8 @@ static int span(Ctx *c, Slice m, size_t row)
                 return FAIL;
             break;
         case 3: /* trace_state: a string, so UTF-8; skipped */
-            if (wt == WT_LEN ? !get_len(&p, end, &v) || !utf8_ok(v.p, v.n) : !skip_field(&p, end, wt))
+            if (wt != WT_LEN ? !skip_field(&p, end, wt)
+                             : !get_len(&p, end, &v) || !utf8_ok(v.p, v.n))
                 return BAIL;
             break;
         case 6:
