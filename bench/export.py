@@ -6,7 +6,7 @@ taken from the application.  This measures, per span, for 2000 bare spans and 20
 the same function decorated with ``@trace`` (a new argument value on every call):
 
 * ``tracelens file=`` exporter (OTLP JSON Lines): the text it writes (``traces_data_json``), and
-  the reference ``json.dumps(traces_data(...))`` it replaced (baseline);
+  the reference ``json.dumps(traces_data(...))`` it replaced (baseline, ``tests/reference_jsonl``);
 * the SDK's OTLP protobuf encoding (``encode_spans(...).SerializeToString()``), what
   ``configure(endpoint=...)`` sends.
 
@@ -19,8 +19,10 @@ import argparse
 import itertools
 import json
 import statistics
+import sys
 import time
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
@@ -28,7 +30,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from tracelens_instrumentation import _runtime, trace
-from tracelens_instrumentation.jsonl import traces_data, traces_data_json
+from tracelens_instrumentation.jsonl import traces_data_json
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))  # the reference
+from reference_jsonl import traces_data
 
 
 def plain(a: int, b: str) -> int:

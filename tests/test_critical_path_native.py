@@ -18,6 +18,7 @@ from tracelens.analysis import analyze_traces
 from tracelens.analysis import critical_path as cp
 
 pytest.importorskip("tracelens.analysis._walk")
+pytestmark = pytest.mark.skipif(cp._native is None, reason="TRACELENS_NO_NATIVE is set")
 
 
 def _sections(table, native: bool, monkeypatch: pytest.MonkeyPatch) -> pl.DataFrame:

@@ -24,9 +24,10 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import Link, SpanContext, SpanKind, Status, StatusCode, TraceFlags
+from reference_jsonl import traces_data
 from test_instrumentation_helpers import spans
 from tracelens_instrumentation import trace
-from tracelens_instrumentation.jsonl import OTLPJsonLinesExporter, traces_data, traces_data_json
+from tracelens_instrumentation.jsonl import OTLPJsonLinesExporter, traces_data_json
 
 ID_KEYS = ("traceId", "spanId", "parentSpanId")
 __all__ = ["spans"]  # the fixture, imported for pytest

@@ -1,8 +1,9 @@
-"""The fast OTLP protobuf decoder equals the OTLP JSON importer on the same content.
+"""Both OTLP protobuf decoders equal the OTLP JSON importer on the same content.
 
 The reference for a protobuf request is the JSON importer reading ``MessageToDict`` of it (proto3's
 own JSON mapping: base64 ids, int64 as strings, enum names, all of which the importer accepts), so
-neither side is checked against code that shares its assumptions.
+neither side is checked against code that shares its assumptions.  Each case runs through the
+generated-class decoder and, where it is built, the compiled one.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from tracelens.errors import InputError
 from tracelens.ingest import read_bytes
 from tracelens.ingest.otlp_proto import (
     _decode,
+    _fastpath,
     check_spans,
     decode_export_request,
     decode_export_request_checked,
@@ -64,13 +66,16 @@ def reference(request: ExportTraceServiceRequest) -> pa.Table:
     return read_bytes(json.dumps(doc).encode(), "<reference>", "otlp-json")
 
 
+NATIVE_CHOICES = (False, True) if _fastpath.AVAILABLE else (False,)
+
+
 def both_paths(data: bytes) -> list[pa.Table]:
-    """The table from the vectorised path and from the small-request loop (both must agree)."""
+    """The table from the generated-class decoder and from the compiled one (where built)."""
     tables = []
-    for small in (-1, 10**9):
-        table, problems = _decode(data, "<test>", small=small)
-        assert problems.first is None
-        tables.append(table)
+    for native in NATIVE_CHOICES:
+        decoded = _decode(data, "<test>", native=native)
+        assert decoded.problems.first is None
+        tables.append(decoded.table)
     return tables
 
 
@@ -213,9 +218,9 @@ def test_random_requests_decode_like_the_json_importer(request: ExportTraceServi
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=300))
 def test_random_bytes_decode_or_raise_input_error(data: bytes) -> None:
-    for small in (-1, 10**9):
+    for native in NATIVE_CHOICES:
         try:
-            table, _ = _decode(data, "<request>", small=small)
+            table = _decode(data, "<request>", native=native).table
         except InputError as exc:
             assert exc.source == "<request>"
             continue
@@ -265,13 +270,30 @@ def test_checked_decode_rejects_bad_spans_one_by_one() -> None:
     spans.add(**{**good, "span_id": b"\x03" * 8, "parent_span_id": b"\x04" * 8})
     checked = decode_export_request_checked(req.SerializeToString())
     assert checked.rejected == 6
-    for small in (-1, 10**9):
-        _, problems = _decode(req.SerializeToString(), "<test>", small=small)
+    for native in NATIVE_CHOICES:
+        problems = _decode(req.SerializeToString(), "<test>", native=native).problems
         assert problems.mask.tolist() == [False, False, True, False, False, False, True, False]
     assert checked.message
     assert checked.spans["span_id"].to_pylist() == ["02" * 8, "03" * 8]
     with pytest.raises(InputError, match="spanId: empty"):
         decode_export_request(req.SerializeToString())
+
+
+def test_the_first_invalid_span_is_reported_with_its_first_problem() -> None:
+    """Row order first, then the order of docs/otlp-proto.md ("Invalid spans")."""
+    req = ExportTraceServiceRequest()
+    good = {"trace_id": b"\x01" * 16, "span_id": b"\x02" * 8, "start_time_unix_nano": 1}
+    first = req.resource_spans.add().scope_spans.add()
+    first.spans.add(**good, end_time_unix_nano=2)
+    second = req.resource_spans.add()
+    second.scope_spans.add()  # no spans: not counted in span numbers
+    spans = second.scope_spans.add().spans
+    spans.add(**good, end_time_unix_nano=2**64 - 1, kind=7)  # kind first, then the end time
+    spans.add(**{**good, "trace_id": b""}, end_time_unix_nano=2)  # a later span, an earlier reason
+    for native in NATIVE_CHOICES:
+        problems = _decode(req.SerializeToString(), "<test>", native=native).problems
+        assert problems.mask.tolist() == [False, True, True]
+        assert problems.first == "resourceSpans[1].scopeSpans[1].spans[0]: kind: not a span kind"
 
 
 def test_check_spans_passes_a_clean_table_through() -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
+import polars as pl
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -11,8 +14,9 @@ from spans import make_spans
 from tracelens.analysis import analyze_traces
 from tracelens.analysis.findings import replay as rp
 from tracelens.analysis.findings import timeline as tlm
-from tracelens.analysis.findings.replay import Change, replay, retimed_spans
+from tracelens.analysis.findings.replay import Change, Replayed, replay, retime
 from tracelens.analysis.findings.timeline import Timeline, build_timeline
+from tracelens.schema import COLUMNS
 
 MS = 1_000_000
 
@@ -20,6 +24,17 @@ MS = 1_000_000
 def timeline(rows: list[dict]) -> tuple[object, Timeline]:
     ta = analyze_traces(make_spans(rows))
     return ta, build_timeline(ta.spans)
+
+
+def retimed_spans(
+    spans: pl.DataFrame, tl: Timeline, result: Replayed, traces: Iterable[int]
+) -> pl.DataFrame:
+    """The span table of ``traces`` (trace numbers) with the replay's times, for re-analysis."""
+    rows = np.flatnonzero(np.isin(tl.trace, np.fromiter(traces, dtype=np.int64)))
+    start, end = retime(tl, result, rows.tolist())
+    keep = [c for c in spans.columns if c in COLUMNS]
+    sub = spans.select(keep)[rows.tolist()]
+    return sub.with_columns(pl.Series("start_ns", start), pl.Series("end_ns", end))
 
 
 def row_of(ta: object, span: int) -> int:

@@ -694,14 +694,11 @@ py_result_fingerprint = result_fingerprint
 
 
 def _load_native() -> Any:
-    if not _native.allowed():
+    module: Any = _native.load("tracelens_instrumentation._speedups")
+    if module is None:
         return None
-    try:
-        from tracelens_instrumentation import _speedups  # type: ignore[attr-defined]
-    except ImportError:  # installed without a C compiler
-        return None
-    _speedups.install(py_args_fingerprint, py_result_fingerprint, value_ref, collect_fps)
-    return _speedups
+    module.install(py_args_fingerprint, py_result_fingerprint, value_ref, collect_fps)
+    return module
 
 
 native = _load_native()

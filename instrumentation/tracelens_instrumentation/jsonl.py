@@ -11,10 +11,10 @@ file exporter writes the same shape, so either can feed the same importer.
 Exporting never raises into the application: an unwritable path or an unencodable batch is
 logged and reported as ``FAILURE``.
 
-``traces_data`` builds the document as dicts and is the reference; the exporter writes
-``traces_data_json``, the same document written as text directly (a span's attributes are most
-of the work, and json.dumps of the OTLP/JSON shape, three containers per attribute, costs about
-five times as much).  Tests compare the two.
+The exporter writes ``traces_data_json``: the document written as text directly (a span's
+attributes are most of the work, and json.dumps of the OTLP/JSON shape, three containers per
+attribute, costs about five times as much).  The same document built as dicts is the reference
+in ``tests/reference_jsonl.py``; tests compare the two.
 """
 
 from __future__ import annotations
@@ -93,32 +93,6 @@ def _put(out: dict[str, Any], key: str, value: Any) -> None:
         out[key] = value
 
 
-def encode_span(span: ReadableSpan) -> dict[str, Any]:
-    ctx = span.get_span_context()
-    assert ctx is not None
-    out: dict[str, Any] = {"traceId": f"{ctx.trace_id:032x}", "spanId": f"{ctx.span_id:016x}"}
-    if ctx.trace_state:
-        out["traceState"] = _trace_state(ctx)
-    if span.parent is not None:
-        out["parentSpanId"] = f"{span.parent.span_id:016x}"
-    out["flags"] = _flags(span.parent, int(ctx.trace_flags))
-    out["name"] = span.name
-    out["kind"] = span.kind.value + 1  # SDK INTERNAL=0.., OTLP SPAN_KIND_INTERNAL=1..
-    out["startTimeUnixNano"] = str(span.start_time or 0)
-    out["endTimeUnixNano"] = str(span.end_time or 0)
-    _put(out, "attributes", key_values(span.attributes))
-    _put(out, "droppedAttributesCount", span.dropped_attributes)
-    _put(out, "events", [_event(e) for e in span.events])
-    _put(out, "droppedEventsCount", span.dropped_events)
-    _put(out, "links", [_link(link) for link in span.links])
-    _put(out, "droppedLinksCount", span.dropped_links)
-    status: dict[str, Any] = {}
-    _put(status, "message", span.status.description)
-    _put(status, "code", span.status.status_code.value)
-    out["status"] = status
-    return out
-
-
 def _event(event: Any) -> dict[str, Any]:
     out: dict[str, Any] = {"timeUnixNano": str(event.timestamp), "name": event.name}
     _put(out, "attributes", key_values(event.attributes))
@@ -147,21 +121,6 @@ def _grouped(
         scopes = groups.setdefault(id(resource), (resource, {}))[1]
         scopes.setdefault(id(scope), (scope, []))[1].append(encode(span))
     return groups
-
-
-def traces_data(spans: Sequence[ReadableSpan]) -> dict[str, Any]:
-    """Spans grouped by resource, then instrumentation scope, as one ``TracesData``."""
-    resource_spans = []
-    for resource, scopes in _grouped(spans, encode_span).values():
-        scope_spans = []
-        for scope, encoded in scopes.values():
-            entry: dict[str, Any] = {"scope": _scope(scope), "spans": encoded}
-            _put(entry, "schemaUrl", getattr(scope, "schema_url", "") if scope else "")
-            scope_spans.append(entry)
-        rs: dict[str, Any] = {"resource": _resource(resource), "scopeSpans": scope_spans}
-        _put(rs, "schemaUrl", getattr(resource, "schema_url", ""))
-        resource_spans.append(rs)
-    return {"resourceSpans": resource_spans}
 
 
 def _scope(scope: Any) -> dict[str, Any]:
@@ -221,7 +180,8 @@ def _attributes_of(span: ReadableSpan) -> Mapping[str, Any] | None:
 
 
 def span_json(span: ReadableSpan) -> str:
-    """``encode_span(span)`` as JSON text (the same object; ``attributes`` may come earlier)."""
+    """One span as OTLP/JSON text (``encode_span`` in ``tests/reference_jsonl.py`` builds the same
+    object as dicts; ``attributes`` may come earlier here)."""
     ctx = span.get_span_context()
     assert ctx is not None
     parts = ['{"traceId":"', format(ctx.trace_id, "032x"), '","spanId":"']
@@ -261,7 +221,8 @@ def span_json(span: ReadableSpan) -> str:
 
 
 def traces_data_json(spans: Sequence[ReadableSpan]) -> str:
-    """``traces_data(spans)`` as one line of JSON text."""
+    """Spans grouped by resource, then instrumentation scope, as one ``TracesData`` in one line
+    of JSON text."""
     resource_spans = []
     for resource, scopes in _grouped(spans, span_json).values():
         scope_spans = []

@@ -322,14 +322,11 @@ _wake: list[Callable[[], None]] = [_noop]
 
 def _load_native() -> Any:
     """The compiled ``Record`` (Linux, when built), wired to this module's shared state."""
-    if not _native.allowed():
+    module: Any = _native.load("tracelens_instrumentation._record")  # built on Linux only
+    if module is None:
         return None
-    try:
-        from tracelens_instrumentation import _record  # type: ignore[attr-defined]
-    except ImportError:  # installed without a C compiler, or not Linux
-        return None
-    _record.install(stacks, _parked, _wake, attrs.CPU, attrs.IO, attrs.WAIT)
-    return _record
+    module.install(stacks, _parked, _wake, attrs.CPU, attrs.IO, attrs.WAIT)
+    return module
 
 
 def _after_fork() -> None:

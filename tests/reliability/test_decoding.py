@@ -26,7 +26,7 @@ from test_collector_support import ROOT, Collector, start_collector
 from tracelens.collector import otlp
 from tracelens.errors import InputError
 from tracelens.ingest import read_files
-from tracelens.ingest.otlp_proto import _decode_full
+from tracelens.ingest.otlp_proto import _decode
 
 TRACE = "0123456789abcdef0123456789abcdef"
 
@@ -122,20 +122,25 @@ def test_a_bomb_is_refused_after_the_limit_not_after_inflating_it() -> None:
 
 @pytest.mark.parametrize("native", [True, False], ids=["compiled", "python"])
 def test_entries_without_spans_are_capped(native: bool) -> None:
-    assert _decode_full(b"\x0a\x00" * 10_000, "<r>", native=native)[0].num_rows == 0
+    assert _decode(b"\x0a\x00" * 10_000, "<r>", native=native).table.num_rows == 0
     with pytest.raises(InputError, match="without spans"):
-        _decode_full(b"\x0a\x00" * 10_001, "<r>", native=native)
+        _decode(b"\x0a\x00" * 10_001, "<r>", native=native)
     # One resource holding 10,001 empty scopes: each of them counts.
     scopes = b"\x12\x00" * 10_001
     one_resource = b"\x0a" + _varint(len(scopes)) + scopes
     with pytest.raises(InputError, match="without spans"):
-        _decode_full(one_resource, "<r>", native=native)
+        _decode(one_resource, "<r>", native=native)
+    # The same beside a scope with a span: the empty ones still count.
+    span = b"\x0a\x10" + b"\x01" * 16 + b"\x12\x08" + b"\x02" * 8
+    with_span = b"\x12" + _varint(len(span) + 2) + b"\x12" + _varint(len(span)) + span + scopes
+    with pytest.raises(InputError, match="without spans"):
+        _decode(b"\x0a" + _varint(len(with_span)) + with_span, "<r>", native=native)
 
 
 def test_sixty_mib_of_empty_resource_spans_is_refused_fast() -> None:
     started = time.monotonic()
     with pytest.raises(InputError, match="without spans"):
-        _decode_full(b"\x0a\x00" * (30 * MiB), "<r>", native=True)
+        _decode(b"\x0a\x00" * (30 * MiB), "<r>", native=True)
     assert time.monotonic() - started < 2  # was 96 s on the only decode thread
 
 

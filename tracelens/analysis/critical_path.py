@@ -12,26 +12,18 @@ checks that the two agree, ties and broken trees included.
 
 from __future__ import annotations
 
-import importlib
-import os
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from tracelens_instrumentation import _native as native_switch
 
 from tracelens.analysis.tree import Forest
 
+# The same walk compiled (``_walk.c``), where it is built and allowed.
+_native: Any = native_switch.load("tracelens.analysis._walk")
 
-def _load() -> Any:
-    try:  # the same walk compiled (``_walk.c``), where it is built
-        return importlib.import_module("tracelens.analysis._walk")
-    except ImportError:  # pragma: no cover - depends on the build
-        return None
-
-
-_native: Any = _load()
-
-USE_NATIVE: bool = _native is not None and os.environ.get("TRACELENS_NO_NATIVE", "0") in ("", "0")
+USE_NATIVE: bool = _native is not None
 """Walk with the compiled code where it is built; the Python walk below is the reference."""
 
 

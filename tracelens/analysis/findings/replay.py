@@ -50,11 +50,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
-import polars as pl
 
 from tracelens.analysis.findings.timeline import Timeline, below, build_timeline
 from tracelens.analysis.tree import main_roots
-from tracelens.schema import COLUMNS
 
 # Parents with more children than this are scanned one by one (a rank-by-rank NumPy pass would
 # take one step per child); below this many parents in a round, the plain loop is cheaper.
@@ -415,16 +413,4 @@ def retime(tl: Timeline, rp: Replayed, rows: Iterable[int]) -> tuple[np.ndarray,
     return new_start, new_end
 
 
-def retimed_spans(
-    spans: pl.DataFrame, tl: Timeline, rp: Replayed, traces: Iterable[int]
-) -> pl.DataFrame:
-    """The span table of ``traces`` (trace numbers) with the replay's times, for re-analysis."""
-    want = np.isin(tl.trace, np.fromiter(traces, dtype=np.int64))
-    rows = np.flatnonzero(want)
-    s, e = retime(tl, rp, rows.tolist())
-    keep = [c for c in spans.columns if c in COLUMNS]
-    sub = spans.select(keep)[rows.tolist()]
-    return sub.with_columns(pl.Series("start_ns", s), pl.Series("end_ns", e))
-
-
-__all__ = ["Change", "Replayed", "Timeline", "build_timeline", "replay", "retime", "retimed_spans"]
+__all__ = ["Change", "Replayed", "Timeline", "build_timeline", "replay", "retime"]

@@ -1,7 +1,8 @@
 """OTLP ``AnyValue`` messages as the Python values the JSON importer produces for them.
 
-The slow, exact path: used for resources, scopes, events, links and every attribute value the
-vectorised parser in ``_keyvalues`` leaves aside (arrays, kvlists, bytes, doubles, odd encodings).
+Every value the generated-class decoder reads goes through here, and of the compiled decoder's,
+those of resources, scopes, events and links and every attribute value it leaves aside (arrays,
+kvlists, bytes, odd encodings), so both decoders turn a value into the same Python value.
 Nesting is bounded by upb's parse depth limit (100), so recursion here is bounded too.
 """
 

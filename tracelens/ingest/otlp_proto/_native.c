@@ -6,14 +6,16 @@
  * them into Arrow arrays without a Python object per span.
  *
  * The contract that keeps it exact: it only *accepts* requests in a shape it fully understands,
- * and returns None for anything else (malformed bytes included), so the Python path decides every
- * unusual request, errors included.  Inside an accepted request, what the Python code decodes
- * anyway (resources, scopes, events, links, unusual statuses and attribute values) is handed to
- * it: resources/scopes/events/links as bytes in the result, attributes and statuses through the
- * callbacks, which are the very functions the Python path uses.  Where the Python path is lenient
- * or strict (upb's varint and length limits, the NumPy attribute parser's fast shapes, UTF-8) this
- * code accepts no more than it does.  Only `bytes` payloads are taken (immutable while the
- * callbacks run); other buffers go to the Python path.
+ * and returns None for anything else (malformed bytes included), so the generated-class decoder
+ * (_classes.py: the protobuf library) decides every unusual request, errors included.  What it
+ * accepts is listed against the OTLP spec in docs/otlp-proto.md, and tests/test_otlp_native.py
+ * checks on generated requests that it gives the table the generated-class decoder gives.  Inside
+ * an accepted request, what the Python code decodes anyway (resources, scopes, events, links,
+ * unusual statuses and attribute values) is handed to it: resources/scopes/events/links as bytes
+ * in the result, attributes and statuses through the callbacks, which use the generated classes.
+ * Where the protobuf library is strict (varint and length limits, UTF-8 of string fields, message
+ * fields that appear twice and merge) this code accepts no more than it does.  Only `bytes`
+ * payloads are taken (immutable while the callbacks run); other buffers go to the Python decoder.
  *
  * Nesting is fixed (request > resource spans > scope spans > span > key/value > value), so there
  * is no recursion; every read is checked against the end of the enclosing message.
@@ -43,7 +45,7 @@
 /* Roles of the promoted attributes, in the order Python passes their keys. */
 enum { P_KIND, P_CPU_NS, P_ARGS_HASH, P_RESULT_HASH, P_ARG_FPS, P_RESULT_FPS };
 
-/* Problem bits, in the order the Python path reports them. */
+/* Problem bits: _parts.py's NO_TRACE_ID .. BAD_STATUS. */
 enum {
     PB_TRACE_ID = 1, PB_SPAN_ID = 2, PB_KIND = 4, PB_START = 8, PB_END = 16, PB_STATUS = 32
 };
@@ -145,7 +147,7 @@ static int sc_init(StrCol *c, size_t rows_max, int nullable)
 static int sc_end(StrCol *c, int valid)
 {
     if (c->data.len > INT32_MAX)
-        return BAIL; /* past int32 offsets: the Python path copes */
+        return BAIL; /* past int32 offsets: the Python decoder copes */
     int32_t end = (int32_t)c->data.len;
     if (buf_put(&c->off, &end, sizeof end))
         return FAIL;
@@ -219,8 +221,7 @@ static PyObject *sc_tuple(const StrCol *c)
 
 /* ---- wire format ---------------------------------------------------------------------------- */
 
-/* A varint of at most `max` bytes ending before `end`, modulo 2^64 (as upb and the NumPy parser
- * read it).  0 when it does not end in time. */
+/* A varint of at most `max` bytes ending before `end`, modulo 2^64 (as upb reads it).  0 when it does not end in time. */
 static inline int get_varint(const uint8_t **pp, const uint8_t *end, int max, uint64_t *out)
 {
     const uint8_t *p = *pp;
@@ -468,16 +469,23 @@ static int walk_scope_spans(Ctx *c, Slice m, size_t r, size_t s)
     const uint8_t *p = m.p, *end = m.p + m.n;
     Group g = {r, s, 0, {NULL, 0}};
     size_t gi = c->grps.len / sizeof(Group);
+    int seen_scope = 0;
     while (p < end) {
         uint32_t f;
         int wt;
         Slice v;
         if (!get_tag(&p, end, &f, &wt))
             return BAIL;
-        if (f == 1 || f == 2) {
+        if (f == 3 && wt == WT_LEN) { /* schema_url: a string, so UTF-8 */
+            if (!get_len(&p, end, &v) || !utf8_ok(v.p, v.n))
+                return BAIL;
+        }
+        else if (f == 1 || f == 2) {
             if (wt != WT_LEN || !get_len(&p, end, &v))
                 return BAIL;
             if (f == 1) {
+                if (seen_scope++)
+                    return BAIL; /* a message field twice merges: left to the library */
                 g.scope = v;
             }
             else {
@@ -500,18 +508,25 @@ static int walk_resource_spans(Ctx *c, Slice m, size_t r)
     const uint8_t *p = m.p, *end = m.p + m.n;
     Slice resource = {NULL, 0};
     size_t s = 0, spans_before = c->spans.len;
-    int rc;
+    int rc, seen_resource = 0;
     while (p < end) {
         uint32_t f;
         int wt;
         Slice v;
         if (!get_tag(&p, end, &f, &wt))
             return BAIL;
-        if (f == 1 || f == 2) {
+        if (f == 3 && wt == WT_LEN) { /* schema_url */
+            if (!get_len(&p, end, &v) || !utf8_ok(v.p, v.n))
+                return BAIL;
+        }
+        else if (f == 1 || f == 2) {
             if (wt != WT_LEN || !get_len(&p, end, &v))
                 return BAIL;
-            if (f == 1)
+            if (f == 1) {
+                if (seen_resource++)
+                    return BAIL; /* merged by the library */
                 resource = v;
+            }
             else if ((rc = walk_scope_spans(c, v, r, s++)))
                 return rc;
         }
@@ -616,7 +631,7 @@ static inline int known_key(Attr *a, const PrevKey *hint)
     return 1;
 }
 
-/* An attribute the NumPy parser would not take: the Python path's own slow decoding. */
+/* An attribute of any other shape: decoded by the generated KeyValue class (a callback). */
 static int slow_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
 {
     PyObject *raw = PyBytes_FromStringAndSize((const char *)kv.p, (Py_ssize_t)kv.n);
@@ -655,8 +670,8 @@ static int slow_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
     return OK;
 }
 
-/* One encoded KeyValue.  The fast shapes are exactly those of _keyvalues.parse: key first, then
- * a value holding one string, bool, int or double field. */
+/* One encoded KeyValue.  The fast shapes: key first, then a value holding one string, bool, int or
+ * double field, each field once; anything else goes to slow_attr. */
 static int parse_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
 {
     const uint8_t *s = kv.p, *e = kv.p + kv.n, *p, *key;
@@ -668,20 +683,20 @@ static int parse_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
     if (kv.n < 4 || s[0] != 0x0a)
         return slow_attr(c, kv, a, hint);
     p = s + 1;
-    if (!get_varint(&p, e, 10, &klen) || klen >= (uint64_t)(e - p))
+    if (!get_varint(&p, e, 5, &klen) || klen >= (uint64_t)(e - p))
         return slow_attr(c, kv, a, hint);
     key = p;
     p += klen;
     if (*p++ != 0x12)
         return slow_attr(c, kv, a, hint);
-    if (!get_varint(&p, e, 10, &vlen) || vlen == 0 || vlen != (uint64_t)(e - p))
+    if (!get_varint(&p, e, 5, &vlen) || vlen == 0 || vlen != (uint64_t)(e - p))
         return slow_attr(c, kv, a, hint);
     uint8_t tag = *p++;
     if (tag == 0x0a) {
-        if (!get_varint(&p, e, 10, &inner) || inner != (uint64_t)(e - p))
+        if (!get_varint(&p, e, 5, &inner) || inner != (uint64_t)(e - p))
             return slow_attr(c, kv, a, hint);
         if (!utf8_ok(p, (size_t)inner))
-            return BAIL; /* the Python path refuses the request */
+            return BAIL; /* the library refuses the request */
         a->cls = C_STRING;
         a->is_json = 0;
         a->val = (const char *)p;
@@ -744,7 +759,8 @@ static int cmp_sortkey(const void *l, const void *r)
     return a->idx < b->idx ? -1 : (a->idx > b->idx ? 1 : 0);
 }
 
-/* A key repeated within a span keeps its first place and its last value (_keyvalues.dedupe).
+/* A key repeated within a span keeps its first place and its last value (a dict, as
+ * _anyvalue.key_values and the JSON importer read it).
  * Sets *dups when there was one. */
 static int dedupe(Ctx *c, Attr *at, size_t k, int *dups)
 {
@@ -907,7 +923,7 @@ static int attributes(Ctx *c, size_t row)
 
 /* ---- status, events, links ------------------------------------------------------------------ */
 
-/* Status.code and Status.message; unusual encodings go to the Python path's decoder. */
+/* Status.code and Status.message; unusual encodings go to the generated Status class. */
 static int status(Ctx *c, Slice st, int64_t *code, const char **msg, size_t *mlen)
 {
     const uint8_t *p = st.p, *end = st.p + st.n;
@@ -1017,7 +1033,7 @@ static int span(Ctx *c, Slice m, size_t row)
     const uint8_t *p = m.p, *end = m.p + m.n;
     Slice tid = {NULL, 0}, sid = {NULL, 0}, pid = {NULL, 0}, name = {NULL, 0}, st = {NULL, 0};
     uint64_t kind = 0, start = 0, stop = 0;
-    int rc;
+    int rc, seen_status = 0;
     c->kvs.len = c->events.len = c->links.len = 0;
     while (p < end) {
         uint32_t f;
@@ -1040,10 +1056,18 @@ static int span(Ctx *c, Slice m, size_t row)
                     return BAIL; /* upb refuses it */
                 name = v;
             }
-            else if (f == 15)
+            else if (f == 15) {
+                if (seen_status++)
+                    return BAIL; /* merged by the library */
                 st = v;
+            }
             else if (buf_put(f == 9 ? &c->kvs : f == 11 ? &c->events : &c->links, &v, sizeof v))
                 return FAIL;
+            break;
+        case 3: /* trace_state: a string, so UTF-8; skipped */
+            if (wt != WT_LEN ? !skip_field(&p, end, wt)
+                             : !get_len(&p, end, &v) || !utf8_ok(v.p, v.n))
+                return BAIL;
             break;
         case 6:
             if (wt != WT_VARINT || !get_varint(&p, end, 10, &kind))
@@ -1199,16 +1223,12 @@ static int groups_list(Ctx *c)
     return OK;
 }
 
-static int run(Ctx *c, Py_ssize_t small, PyObject **out)
+static int run(Ctx *c, PyObject **out)
 {
     int rc;
     if ((rc = walk_request(c)))
         return rc;
     c->n = c->spans.len / sizeof(SpanRef);
-    if ((Py_ssize_t)c->n <= small) {
-        *out = PyLong_FromSize_t(c->n);
-        return *out ? OK : FAIL;
-    }
     if ((rc = setup_columns(c)) || (rc = groups_list(c)))
         return rc;
     const SpanRef *refs = (const SpanRef *)c->spans.p;
@@ -1242,26 +1262,22 @@ static int str_tuple(PyObject *tuple, Slice *out, Py_ssize_t count, const char *
 }
 
 PyDoc_STRVAR(decode_doc,
-"decode(data, small, promoted_keys, span_kinds, status_codes, slow_attribute, slow_status)\n--\n\n"
-"Columns of an encoded ExportTraceServiceRequest, or None when the Python path must decide.\n"
-"An int (the span count) when there are no more than `small` spans.");
+"decode(data, promoted_keys, span_kinds, status_codes, slow_attribute, slow_status)\n--\n\n"
+"Columns of an encoded ExportTraceServiceRequest, or None when the Python decoder must decide.");
 
 static PyObject *decode(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 7) {
-        PyErr_SetString(PyExc_TypeError, "decode() takes 7 arguments");
+    if (nargs != 6) {
+        PyErr_SetString(PyExc_TypeError, "decode() takes 6 arguments");
         return NULL;
     }
-    Py_ssize_t small = PyLong_AsSsize_t(args[1]);
-    if (small == -1 && PyErr_Occurred())
-        return NULL;
-    if (!PyCallable_Check(args[5]) || !PyCallable_Check(args[6])) {
+    if (!PyCallable_Check(args[4]) || !PyCallable_Check(args[5])) {
         PyErr_SetString(PyExc_TypeError, "decode(): the callbacks must be callable");
         return NULL;
     }
     /* Only bytes: immutable, so nothing (a callback, another thread) can change what was
-     * validated before it is copied out.  Other buffers take the Python path. */
+     * validated before it is copied out.  Other buffers take the Python decoder. */
     if (!PyBytes_Check(args[0]))
         Py_RETURN_NONE;
     Ctx c;
@@ -1270,14 +1286,14 @@ static PyObject *decode(PyObject *module, PyObject *const *args, Py_ssize_t narg
     int rc = FAIL;
     c.data = (const uint8_t *)PyBytes_AS_STRING(args[0]);
     c.size = (size_t)PyBytes_GET_SIZE(args[0]);
-    c.slow_kv = args[5];
-    c.slow_status = args[6];
-    if (str_tuple(args[2], c.pkeys, N_PROMOTED, "promoted_keys") == OK &&
-        str_tuple(args[3], c.kinds, N_KINDS, "span_kinds") == OK &&
-        str_tuple(args[4], c.codes, N_CODES, "status_codes") == OK && (c.keep = PyList_New(0)) &&
+    c.slow_kv = args[4];
+    c.slow_status = args[5];
+    if (str_tuple(args[1], c.pkeys, N_PROMOTED, "promoted_keys") == OK &&
+        str_tuple(args[2], c.kinds, N_KINDS, "span_kinds") == OK &&
+        str_tuple(args[3], c.codes, N_CODES, "status_codes") == OK && (c.keep = PyList_New(0)) &&
         (c.resources = PyList_New(0)) && (c.groups = PyList_New(0)) &&
         (c.extras = PyList_New(0)) && (c.promoted = PyList_New(0))) {
-        rc = c.size >= (size_t)INT32_MAX ? BAIL : run(&c, small, &out);
+        rc = c.size >= (size_t)INT32_MAX ? BAIL : run(&c, &out);
     }
     ctx_free(&c);
     if (rc == FAIL) {
