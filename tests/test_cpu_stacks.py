@@ -142,11 +142,30 @@ def test_coroutines_and_generators(spans: InMemorySpanExporter, profiling: None)
     assert any(f"{MODULE}:spin_here" in f for f, _ in coro)
 
 
-def test_off_by_default_and_switchable(spans: InMemorySpanExporter) -> None:
-    if stacks.ENABLED[0]:
-        pytest.skip("TRACELENS_PROFILE switches profiling on in this environment")
-    serialise_step()
+def test_switched_off(spans: InMemorySpanExporter) -> None:
+    before = stacks.ENABLED[0]
+    stacks.ENABLED[0] = False
+    try:
+        serialise_step()
+    finally:
+        stacks.ENABLED[0] = before
     assert A.CPU_STACKS not in attrs(named(spans, "serialise_step"))
+
+
+def test_default_and_switches() -> None:
+    """On by default; ``TRACELENS_PROFILE=0`` or ``configure(profile=False)`` switch it off."""
+    code = """
+        from tracelens_instrumentation import configure, stacks
+        print(stacks.ENABLED[0])
+        configure(profile=False)
+        print(stacks.ENABLED[0])
+        configure(profile=True)
+        print(stacks.ENABLED[0])
+        """
+    env = {"OTEL_TRACES_EXPORTER": "none", "TRACELENS_PROFILE": ""}
+    assert ok(run_python(code, env=env)).split() == ["True", "False", "True"]
+    env["TRACELENS_PROFILE"] = "0"
+    assert ok(run_python(code, env=env)).split()[0] == "False"
 
 
 def test_deep_recursion_is_cut_to_the_stated_depth(
