@@ -10,13 +10,22 @@ clamped to 600-1000, so 400 of its 600 ms of CPU are on the path, 200 off it.
 from __future__ import annotations
 
 import json
+import random
 
+import numpy as np
 import pytest
 from spans import make_spans
 from tracelens_instrumentation import attributes as A
 
 from tracelens.analysis import analyze_traces
-from tracelens.analysis.hotspots import cpu_hotspots, module_of, parse_stacks, render_text
+from tracelens.analysis.hotspots import (
+    _quantiles,
+    cpu_hotspots,
+    entry_of,
+    module_of,
+    parse_stacks,
+    render_text,
+)
 
 MS = 1_000_000
 TA = "a" * 32
@@ -74,6 +83,15 @@ def test_critical_path_side(hot) -> None:  # type: ignore[no-untyped-def]
     ]
     mods = {m.module: m.self_ms for m in cp.modules}
     assert mods == pytest.approx({"a": 440, "json": 280, "logging": 80})
+    # entry points: the first frame outside the span function's package, else the leaf
+    entries = [(e.function, e.ms) for e in cp.entry_points]
+    assert entries == [
+        ("a:hot", pytest.approx(400)),
+        ("json:dumps", pytest.approx(280)),
+        ("logging:Formatter.format", pytest.approx(80)),
+        ("a:plan", pytest.approx(40)),
+    ]
+    assert cp.entry_point("json:dumps").share == pytest.approx(0.35)  # type: ignore[union-attr]
 
 
 def test_off_path_side(hot) -> None:  # type: ignore[no-untyped-def]
@@ -84,6 +102,7 @@ def test_off_path_side(hot) -> None:  # type: ignore[no-untyped-def]
     assert off.function("a:hot").self_ms == pytest.approx(200)  # type: ignore[union-attr]
     assert off.function("json:dumps") is None
     assert {m.module: m.self_ms for m in off.modules} == pytest.approx({"numpy": 300, "a": 200})
+    assert [e.function for e in off.entry_points] == ["numpy.linalg:dot", "a:hot"]
 
 
 def test_folded_and_dict(hot) -> None:  # type: ignore[no-untyped-def]
@@ -130,3 +149,26 @@ def test_parse_and_modules() -> None:
     assert parse_stacks("not json")[1] == ["not a JSON string array"]
     assert module_of("json.encoder:JSONEncoder.iterencode") == "json"
     assert module_of("[other]") == "[other]"
+
+
+def test_entry_of() -> None:
+    assert (
+        entry_of(("app.main:run", "app.util:helper", "json:dumps", "json.encoder:x"))
+        == "json:dumps"
+    )
+    assert entry_of(("app.main:run", "app.util:helper")) == "app.util:helper"
+    assert entry_of(("app:run",)) == "app:run"
+
+
+def test_sparse_quantiles_match_numpy() -> None:
+    """p50/p95 over the traces, absent ones as 0, against NumPy on the zero-padded array."""
+    rng = random.Random(7)
+    for _ in range(200):
+        n = rng.randint(1, 60)
+        k = rng.randint(0, n)
+        per_trace = {t: rng.uniform(0, 100) for t in rng.sample(range(n), k)}
+        padded = np.zeros(n)
+        padded[:k] = list(per_trace.values())
+        p50, p95 = np.percentile(padded, (50, 95))
+        got = _quantiles(per_trace, n)
+        assert got.p50 == pytest.approx(p50) and got.p95 == pytest.approx(p95)

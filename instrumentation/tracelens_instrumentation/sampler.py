@@ -34,7 +34,7 @@ from tracelens_instrumentation import classify, measure, stacks
 INTERVAL_S: Final = max(0.001, float(os.environ.get("TRACELENS_SAMPLE_INTERVAL_MS", "5")) / 1000)
 PARK_AFTER_NS: Final = 1_000_000_000
 MIN_OFF_NS: Final = 100_000
-MIN_ON_NS: Final = 100_000  # CPU time an interval needs for its stack to be recorded
+MIN_ON_NS: Final = 1  # any CPU used: dropping short intervals would bias the stacks (load)
 profiling = stacks.ENABLED  # configure(profile=...) sets it
 
 _lock = threading.Lock()

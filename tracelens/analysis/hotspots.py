@@ -11,8 +11,12 @@ proportion to their weights, and that CPU side is split between on and off the p
 ratio the path gives: the CPU time of the span's main-root critical-path sections (the
 ``cpu_ns`` of those sections, which the summary reports too) is on the path, the rest is off.
 
-Pure: a ``TraceAnalysis`` in, a ``CpuHotspots`` out; ``to_dict`` is the JSON ``cpu_hotspots``,
-``render_text`` the terminal table, ``folded`` the flamegraph.pl / speedscope input.
+Three views per side: *entry points* (the call by which the traced code handed the CPU to
+other code: ``json:dumps`` 70 %, ``logging:Logger.info`` 20 %; what a reader acts on),
+*functions* (self and inclusive time, as a profiler's top table), *modules* (self time by
+top-level package).  Pure: a ``TraceAnalysis`` in, a ``CpuHotspots`` out; ``to_dict`` is the
+JSON ``cpu_hotspots``, ``render_text`` the terminal table, ``folded`` the flamegraph.pl /
+speedscope input.
 """
 
 from __future__ import annotations
@@ -22,7 +26,6 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import numpy as np
 import polars as pl
 from tracelens_instrumentation import attributes as A
 
@@ -89,23 +92,48 @@ class ModuleTime:
 
 
 @dataclass(frozen=True)
+class EntryPoint:
+    """Where the traced code handed the CPU over: the first frame of a stack in another
+    top-level package than the span's own function (``json:dumps``, ``logging:Logger.info``),
+    or, for a stack that never leaves that package, its innermost frame."""
+
+    function: str
+    ms: float  # inclusive: everything below the call
+    share: float
+    per_trace_ms: Quantiles
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "function": self.function,
+            "ms": round(self.ms, 3),
+            "share": round(self.share, 4),
+            "per_trace_ms": self.per_trace_ms.to_dict(),
+        }
+
+
+@dataclass(frozen=True)
 class Profile:
     """One side (on or off the critical path): totals, top functions, modules, folded stacks."""
 
     total_ms: float
-    functions: tuple[FunctionTime, ...]  # by self time, heaviest first (at most ``top``)
-    modules: tuple[ModuleTime, ...]  # by self time, heaviest first (at most ``top``)
+    entry_points: tuple[EntryPoint, ...]  # heaviest first, every one
+    functions: tuple[FunctionTime, ...]  # by self time, then inclusive time; every one
+    modules: tuple[ModuleTime, ...]  # by self time, heaviest first
     stacks: tuple[tuple[Stack, float], ...]  # every folded stack with its ms, heaviest first
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, top: int = TOP) -> dict[str, Any]:
         return {
             "total_ms": round(self.total_ms, 3),
-            "functions": [f.to_dict() for f in self.functions],
-            "modules": [m.to_dict() for m in self.modules],
+            "entry_points": [e.to_dict() for e in self.entry_points[:top]],
+            "functions": [f.to_dict() for f in self.functions[:top]],
+            "modules": [m.to_dict() for m in self.modules[:top]],
         }
 
     def function(self, name: str) -> FunctionTime | None:
         return next((f for f in self.functions if f.function == name), None)
+
+    def entry_point(self, name: str) -> EntryPoint | None:
+        return next((e for e in self.entry_points if e.function == name), None)
 
 
 @dataclass(frozen=True)
@@ -116,14 +144,15 @@ class CpuHotspots:
     spans: int  # spans with usable stacks
     warnings: tuple[str, ...] = field(default=())
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON ``cpu_hotspots`` (``docs/analysis-json.md``)."""
+    def to_dict(self, top: int = TOP) -> dict[str, Any]:
+        """The JSON ``cpu_hotspots`` (``docs/analysis-json.md``), ``top`` entries per list."""
         return {
             "profiled_traces": self.traces,
             "profiled_spans": self.spans,
             "weighting": WEIGHTING,
-            "critical_path": self.critical_path.to_dict(),
-            "off_path": self.off_path.to_dict(),
+            "critical_path": self.critical_path.to_dict(top),
+            "off_path": self.off_path.to_dict(top),
+            "warnings": list(self.warnings),
         }
 
     def folded(self, off_path: bool = False) -> str:
@@ -178,7 +207,7 @@ def parse_stacks(value: Any) -> tuple[list[tuple[Stack, int]], list[str]]:
     return out, errors
 
 
-def cpu_hotspots(ta: TraceAnalysis, top: int = TOP) -> CpuHotspots:
+def cpu_hotspots(ta: TraceAnalysis) -> CpuHotspots:
     """The functions behind critical-path CPU time, and those off it (see the module doc)."""
     sp = ta.spans
     stacks_col = pl.col("attributes").map.get(A.CPU_STACKS)
@@ -186,7 +215,7 @@ def cpu_hotspots(ta: TraceAnalysis, top: int = TOP) -> CpuHotspots:
         "_i", "_trace", "span_id", "self_ns", "mix_cpu", stacks_col.alias("_s")
     ).filter(pl.col("_s").is_not_null())
     if prof.height == 0:
-        empty = Profile(0.0, (), (), ())
+        empty = Profile(0.0, (), (), (), ())
         return CpuHotspots(empty, empty, 0, 0)
     main = ta.sections.filter(pl.col("main") & pl.col("_i").is_in(prof["_i"].implode()))
     on_by_span = dict(main.group_by("_i").agg(pl.col("cpu_ns").sum()).iter_rows())
@@ -217,8 +246,8 @@ def cpu_hotspots(ta: TraceAnalysis, top: int = TOP) -> CpuHotspots:
         warnings.append(f"(further malformed {A.CPU_STACKS} values not listed)")
     n = len(traces)
     return CpuHotspots(
-        critical_path=on_acc.profile(n, top),
-        off_path=off_acc.profile(n, top),
+        critical_path=on_acc.profile(n),
+        off_path=off_acc.profile(n),
         traces=n,
         spans=used_spans,
         warnings=tuple(warnings),
@@ -231,69 +260,102 @@ def module_of(frame: str) -> str:
     return module.split(".", 1)[0] if sep else frame
 
 
+def entry_of(frames: Stack) -> str:
+    """The stack's entry point (see ``EntryPoint``)."""
+    home = module_of(frames[0])
+    for f in frames[1:]:
+        if module_of(f) != home:
+            return f
+    return frames[-1]
+
+
+_PerTrace = dict[str, dict[int, float]]
+
+
 class _Acc:
-    """Sums of one side: by stack, by function (self, inclusive) and by function and trace."""
+    """Sums of one side: by stack, entry point, function (self, inclusive), and per trace."""
 
     def __init__(self) -> None:
         self.total = 0.0
         self.stacks: dict[Stack, float] = defaultdict(float)
-        self.self_ms: dict[str, float] = defaultdict(float)
-        self.incl_ms: dict[str, float] = defaultdict(float)
-        self.self_tr: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
-        self.incl_tr: dict[str, dict[int, float]] = defaultdict(lambda: defaultdict(float))
+        self.entry: _PerTrace = defaultdict(lambda: defaultdict(float))
+        self.self_tr: _PerTrace = defaultdict(lambda: defaultdict(float))
+        self.incl_tr: _PerTrace = defaultdict(lambda: defaultdict(float))
 
     def add(self, frames: Stack, ms: float, trace: int) -> None:
         self.total += ms
         self.stacks[frames] += ms
-        leaf = frames[-1]
-        self.self_ms[leaf] += ms
-        self.self_tr[leaf][trace] += ms
+        self.entry[entry_of(frames)][trace] += ms
+        self.self_tr[frames[-1]][trace] += ms
         for f in set(frames):
-            self.incl_ms[f] += ms
             self.incl_tr[f][trace] += ms
 
-    def profile(self, n_traces: int, top: int) -> Profile:
+    def profile(self, n_traces: int) -> Profile:
         total = self.total
-        names = sorted(self.incl_ms, key=lambda f: (-self.self_ms.get(f, 0.0), -self.incl_ms[f], f))
-        functions = tuple(
-            FunctionTime(
-                function=f,
-                self_ms=self.self_ms.get(f, 0.0),
-                inclusive_ms=self.incl_ms[f],
-                self_share=self.self_ms.get(f, 0.0) / total if total > 0 else 0.0,
-                inclusive_share=self.incl_ms[f] / total if total > 0 else 0.0,
-                per_trace_self_ms=_quantiles(self.self_tr.get(f, {}), n_traces),
-                per_trace_inclusive_ms=_quantiles(self.incl_tr[f], n_traces),
+
+        def share(ms: float) -> float:
+            return ms / total if total > 0 else 0.0
+
+        entries = sorted(
+            (EntryPoint(f, ms, share(ms), _quantiles(tr, n_traces)) for f, tr in self.entry.items()
+             for ms in (sum(tr.values()),)),
+            key=lambda e: (-e.ms, e.function),
+        )  # fmt: skip
+        self_ms = {f: sum(tr.values()) for f, tr in self.self_tr.items()}
+        functions = []
+        for f, tr in self.incl_tr.items():
+            incl = sum(tr.values())
+            own = self_ms.get(f, 0.0)
+            functions.append(
+                FunctionTime(
+                    function=f,
+                    self_ms=own,
+                    inclusive_ms=incl,
+                    self_share=share(own),
+                    inclusive_share=share(incl),
+                    per_trace_self_ms=_quantiles(self.self_tr.get(f, {}), n_traces),
+                    per_trace_inclusive_ms=_quantiles(tr, n_traces),
+                )
             )
-            for f in names[:top]
-        )
+        functions.sort(key=lambda x: (-x.self_ms, -x.inclusive_ms, x.function))
         by_module: dict[str, float] = defaultdict(float)
-        for f, ms in self.self_ms.items():
+        for f, ms in self_ms.items():
             by_module[module_of(f)] += ms
         modules = tuple(
-            ModuleTime(m, ms, ms / total if total > 0 else 0.0)
-            for m, ms in sorted(by_module.items(), key=lambda kv: (-kv[1], kv[0]))[:top]
+            ModuleTime(m, ms, share(ms))
+            for m, ms in sorted(by_module.items(), key=lambda kv: (-kv[1], kv[0]))
         )
         stacks = tuple(sorted(self.stacks.items(), key=lambda kv: (-kv[1], kv[0])))
-        return Profile(total, functions, modules, stacks)
+        return Profile(total, tuple(entries), tuple(functions), modules, stacks)
 
 
 def _quantiles(per_trace: dict[int, float], n_traces: int) -> Quantiles:
-    values = np.zeros(max(n_traces, len(per_trace)), dtype=np.float64)
-    values[: len(per_trace)] = list(per_trace.values())
-    if len(values) == 0:
+    """p50 and p95 of the per-trace values, the traces not in ``per_trace`` counting 0, as
+    ``np.percentile`` (linear) would give over the zero-padded array, without building it."""
+    values = sorted(per_trace.values())
+    n = max(n_traces, len(values))
+    if n == 0:
         return Quantiles(0.0, 0.0)
-    p50, p95 = np.percentile(values, (50, 95))
-    return Quantiles(float(p50), float(p95))
+    zeros = n - len(values)
+
+    def at(k: int) -> float:
+        return 0.0 if k < zeros else values[k - zeros]
+
+    def q(p: float) -> float:
+        pos = p * (n - 1)
+        lo = int(pos)
+        hi = min(lo + 1, n - 1)
+        return at(lo) + (at(hi) - at(lo)) * (pos - lo)
+
+    return Quantiles(q(0.50), q(0.95))
 
 
 def render_text(hotspots: CpuHotspots, top: int = 10) -> str:
-    """The terminal table: critical-path CPU by function and module, then off the path."""
+    """The terminal table: critical-path CPU by entry point, function and module, then the
+    same off the path."""
     if hotspots.spans == 0:
         return "CPU hotspots: no span carries tracelens.cpu_stacks (configure(profile=True))\n"
-    lines = [
-        f"CPU hotspots ({hotspots.spans} profiled spans in {hotspots.traces} traces)",
-    ]
+    lines = [f"CPU hotspots ({hotspots.spans:,} profiled spans in {hotspots.traces:,} traces)"]
     for title, side in (
         ("on the critical path (latency)", hotspots.critical_path),
         ("off the critical path (capacity, not latency)", hotspots.off_path),
@@ -301,22 +363,31 @@ def render_text(hotspots: CpuHotspots, top: int = 10) -> str:
         lines.append(f"  {title}: {side.total_ms:,.1f} ms CPU")
         if side.total_ms <= 0:
             continue
-        width = max([len(f.function) for f in side.functions[:top]] + [8])
-        width = min(width, 60)
-        lines.append(
-            f"    {'function':<{width}}  {'self ms':>10} {'self':>6}  {'incl ms':>10} "
-            f"{'incl':>6}  {'p50/p95 per trace (incl)':>24}"
-        )
-        for f in side.functions[:top]:
-            name = f.function if len(f.function) <= width else "…" + f.function[-(width - 1) :]
-            pt = f.per_trace_inclusive_ms
+        entries = side.entry_points[:top]
+        width = min(60, max([len(e.function) for e in entries] + [24]))
+        lines.append(f"    {'calls out of the traced code':<{width}}  {'ms':>10} {'share':>6}"
+                     f"  {'p50/p95 per trace':>22}")  # fmt: skip
+        for e in entries:
+            pt = e.per_trace_ms
             lines.append(
-                f"    {name:<{width}}  {f.self_ms:>10,.1f} {f.self_share:>6.1%}  "
-                f"{f.inclusive_ms:>10,.1f} {f.inclusive_share:>6.1%}  "
-                f"{f'{pt.p50:,.1f} / {pt.p95:,.1f} ms':>24}"
+                f"    {_cut(e.function, width):<{width}}  {e.ms:>10,.1f} {e.share:>6.1%}  "
+                f"{f'{pt.p50:,.1f} / {pt.p95:,.1f} ms':>22}"
+            )
+        functions = side.functions[:top]
+        width = min(60, max([len(f.function) for f in functions] + [24]))
+        lines.append(f"    {'function (by self time)':<{width}}  {'self ms':>10} {'self':>6}  "
+                     f"{'incl ms':>10} {'incl':>6}")  # fmt: skip
+        for f in functions:
+            lines.append(
+                f"    {_cut(f.function, width):<{width}}  {f.self_ms:>10,.1f} {f.self_share:>6.1%}"
+                f"  {f.inclusive_ms:>10,.1f} {f.inclusive_share:>6.1%}"
             )
         mods = ", ".join(f"{m.module} {m.share:.0%}" for m in side.modules[:top])
-        lines.append(f"    by module (self): {mods}")
+        lines.append(f"    by module (self time): {mods}")
     for w in hotspots.warnings:
         lines.append(f"  warning: {w}")
     return "\n".join(lines) + "\n"
+
+
+def _cut(name: str, width: int) -> str:
+    return name if len(name) <= width else "…" + name[-(width - 1) :]
