@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -25,6 +26,7 @@ from tracelens.analysis.hotspots import (
     module_of,
     parse_stacks,
     render_text,
+    write_folded,
 )
 
 MS = 1_000_000
@@ -172,3 +174,22 @@ def test_sparse_quantiles_match_numpy() -> None:
         p50, p95 = np.percentile(padded, (50, 95))
         got = _quantiles(per_trace, n)
         assert got.p50 == pytest.approx(p50) and got.p95 == pytest.approx(p95)
+
+
+def test_folded_file_is_the_documented_format(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """flamegraph.pl's collapsed format, byte for byte: UTF-8 lines ``frame;...;frame COUNT\\n``
+    (COUNT a positive integer; its stackcollapse tools write the same), no carriage returns;
+    a line break smuggled into a frame name cannot split a line."""
+    rows = [
+        {"id": 0, "start": 0, "end": 10 * MS, "name": "root",
+         "attributes": cpu_span(["app:run;evil\nname 3", "app:run;ünï:cödé 1"])},
+    ]  # fmt: skip
+    hot = cpu_hotspots(analyze_traces(make_spans(rows)))
+    out = tmp_path / "cpu.folded"
+    assert write_folded(hot, str(out)) == 2
+    raw = out.read_bytes()
+    assert b"\r" not in raw and raw.endswith(b"\n")
+    lines = raw.decode("utf-8").split("\n")[:-1]
+    line_re = re.compile(r"^[^;\n]+(;[^;\n]+)* [1-9][0-9]*$")
+    assert all(line_re.match(line) for line in lines), lines
+    assert lines == ["app:run;evil_name 7500", "app:run;ünï:cödé 2500"]

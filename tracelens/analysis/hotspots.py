@@ -162,13 +162,16 @@ class CpuHotspots:
         return folded_text(side.stacks)
 
 
+_LINE_BREAKS: Final = str.maketrans({"\n": "_", "\r": "_", "\x0b": "_", "\x0c": "_"})
+
+
 def folded_text(stacks: tuple[tuple[Stack, float], ...]) -> str:
-    lines = []
-    for stack, ms in sorted(stacks):
-        us = round(ms * 1000)
-        if us > 0:
-            lines.append(f"{';'.join(stack)} {us}\n")
-    return "".join(lines)
+    """flamegraph.pl's collapsed format: ``frame;frame;frame COUNT`` lines, sorted, COUNT a
+    positive integer (microseconds); a line break inside a frame becomes ``_``."""
+    merged: dict[str, int] = defaultdict(int)
+    for stack, ms in stacks:
+        merged[";".join(stack).translate(_LINE_BREAKS)] += round(ms * 1000)
+    return "".join(f"{k} {us}\n" for k, us in sorted(merged.items()) if us > 0)
 
 
 def write_folded(hotspots: CpuHotspots, path: str, off_path: bool = False) -> int:

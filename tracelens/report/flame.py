@@ -248,11 +248,10 @@ def critical_path_flames(ta: TraceAnalysis) -> tuple[FlameGraph, FlameGraph]:
         (median, "Critical path of the median traces", "traces between p40 and p60 latency"),
         (slow, "Critical path of the slowest 5% of traces", "traces at or above p95 latency"),
     ):
-        boxes, total = layout(
-            operation_stacks(ta, group).items(), f"{len(group)} {who.split(' ', 1)[0]}"
-        )
+        root = f"{len(group):,} trace{'' if len(group) == 1 else 's'}"
+        boxes, total = layout(operation_stacks(ta, group).items(), root)
         caption = (
-            f"{len(group):,} {who}; width = mean critical-path time per trace "
+            f"{root} {who.split(' ', 1)[1]}; width = mean critical-path time per trace "
             f"({fmt.ms(total)}), root operation at the top"
         )
         out.append(FlameGraph(title, caption, boxes, total, len(group), "ops"))
