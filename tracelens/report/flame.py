@@ -280,11 +280,11 @@ def flame_section(ta: TraceAnalysis, hotspots: CpuHotspots | None = None) -> Mar
     median, slow = critical_path_flames(ta)
     esc = html.escape
     parts = [
-        '<section id="flames" class="flames">',
+        '<section class="card" id="flames">',
         "<h2>Flame graphs</h2>",
-        "<p>Where the critical path's time goes: width is time, the root at the top; hover a box "
-        "for its name and time.  Compare the median traces with the slowest ones to see which "
-        "part grows.</p>",
+        '<p class="hint">Where the critical path\'s time goes: width is time, the root at the top; '
+        "hover a box for its name and time.  Compare the median traces with the slowest ones to "
+        "see which part grows.</p>",
     ]
     graphs = [("flame-median", median), ("flame-slow", slow)]
     if hotspots.spans:
@@ -294,11 +294,13 @@ def flame_section(ta: TraceAnalysis, hotspots: CpuHotspots | None = None) -> Mar
             f'<figure id="{fig_id}" class="flame-figure"><figcaption><strong>'
             f"{esc(graph.title)}</strong>: {esc(graph.caption)}</figcaption>"
         )
-        parts.append(graph.svg() if graph.boxes else "<p>No critical-path time to draw.</p>")
+        parts.append(
+            graph.svg() if graph.boxes else '<p class="empty">No critical-path time to draw.</p>'
+        )
         parts.append("</figure>")
     if not hotspots.spans:
         parts.append(
-            '<p id="flame-cpu-none">No CPU flame graph: no span carries '
+            '<p class="empty" id="flame-cpu-none">No CPU flame graph: no span carries '
             "<code>tracelens.cpu_stacks</code> (the decorator records them unless "
             "<code>configure(profile=False)</code>).</p>"
         )
