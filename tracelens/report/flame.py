@@ -194,42 +194,51 @@ def trace_groups(ta: TraceAnalysis) -> tuple[np.ndarray, np.ndarray]:
 
 def operation_stacks(ta: TraceAnalysis, traces: np.ndarray) -> dict[Stack, float]:
     """Critical-path ms per operation path (root -> ... -> owner), mean over ``traces``."""
-    if len(traces) == 0:
-        return {}
-    sp = ta.spans
-    parent = sp["_parent"].to_numpy()
-    services = sp["service"].fill_null("")
-    several = services.n_unique() > 1
-    names = sp["name"].fill_null("").to_list()
-    svc = services.to_list()
-    trace_of = sp["_trace"].to_numpy()
-    sec = ta.sections.filter(pl.col("main"))
-    owner = sec["_i"].to_numpy()
-    dur = (sec["end_ns"].to_numpy() - sec["start_ns"].to_numpy()).astype(np.float64) / 1e6
-    keep = np.isin(trace_of[owner], traces)
-    memo: dict[int, Stack] = {}
+    return _OperationPaths(ta).stacks(traces)
 
-    def label(i: int) -> str:
-        return f"{names[i]} ({svc[i]})" if several and svc[i] else names[i]
 
-    def path(i: int) -> Stack:
-        chain = []
+class _OperationPaths:
+    """The span columns the operation paths need, read once for several groups of traces."""
+
+    def __init__(self, ta: TraceAnalysis) -> None:
+        sp = ta.spans
+        self.parent = sp["_parent"].to_numpy()
+        services = sp["service"].fill_null("")
+        self.several = services.n_unique() > 1
+        self.names = sp["name"].fill_null("").to_list()
+        self.svc = services.to_list()
+        self.trace_of = sp["_trace"].to_numpy()
+        sec = ta.sections.filter(pl.col("main"))
+        self.owner = sec["_i"].to_numpy()
+        self.dur = (sec["end_ns"].to_numpy() - sec["start_ns"].to_numpy()).astype(np.float64) / 1e6
+        self.memo: dict[int, Stack] = {}
+
+    def label(self, i: int) -> str:
+        name, svc = self.names[i], self.svc[i]
+        return f"{name} ({svc})" if self.several and svc else name
+
+    def path(self, i: int) -> Stack:
+        """Root-to-``i`` operation names, bounded (``_extend``); parents first, no recursion."""
+        memo, parent = self.memo, self.parent
+        chain: list[int] = []
         j = i
-        steps = 0
-        while j >= 0 and j not in memo and steps <= len(parent):
+        while j >= 0 and j not in memo and len(chain) <= len(parent):
             chain.append(j)
             j = int(parent[j])
-            steps += 1
         base = memo.get(j, ()) if j >= 0 else ()
         for k in reversed(chain):
-            base = _extend(base, label(k))
+            base = _extend(base, self.label(k))
             memo[k] = base
-        return memo[i]
+        return base
 
-    out: dict[Stack, float] = defaultdict(float)
-    for i, ms in zip(owner[keep].tolist(), dur[keep].tolist(), strict=True):
-        out[path(i)] += ms / len(traces)
-    return dict(out)
+    def stacks(self, traces: np.ndarray) -> dict[Stack, float]:
+        if len(traces) == 0:
+            return {}
+        keep = np.isin(self.trace_of[self.owner], traces)
+        out: dict[Stack, float] = defaultdict(float)
+        for i, ms in zip(self.owner[keep].tolist(), self.dur[keep].tolist(), strict=True):
+            out[self.path(i)] += ms / len(traces)
+        return dict(out)
 
 
 def _extend(path: Stack, name: str) -> Stack:
@@ -243,13 +252,14 @@ def _extend(path: Stack, name: str) -> Stack:
 def critical_path_flames(ta: TraceAnalysis) -> tuple[FlameGraph, FlameGraph]:
     """The CRISP-style operation flame graphs of the median traces and of the slowest 5 %."""
     median, slow = trace_groups(ta)
+    paths = _OperationPaths(ta)
     out = []
     for group, title, who in (
         (median, "Critical path of the median traces", "traces between p40 and p60 latency"),
         (slow, "Critical path of the slowest 5% of traces", "traces at or above p95 latency"),
     ):
         root = f"{len(group):,} trace{'' if len(group) == 1 else 's'}"
-        boxes, total = layout(operation_stacks(ta, group).items(), root)
+        boxes, total = layout(paths.stacks(group).items(), root)
         caption = (
             f"{root} {who.split(' ', 1)[1]}; width = mean critical-path time per trace "
             f"({fmt.ms(total)}), root operation at the top"
