@@ -6,6 +6,7 @@ exporter, so the difference is what the decorator adds: measuring (thread CPU cl
 fingerprinting the arguments and the result, and writing the tracelens attributes.
 
     python bench/overhead.py [--calls 5000] [--repeats 21] [--exporter null|file] [--clock wall|cpu]
+                             [--profile]
 
 ``--clock cpu`` times the calling thread's CPU instead of wall time: on a shared, loaded machine
 the wall-clock figures swing with other processes, the CPU figures much less.  Many short rounds,
@@ -14,6 +15,11 @@ the cases interleaved, keep a burst of load from landing on one case only.
 Prints, per shape, the median cost per call of: the plain function, a bare
 ``tracer.start_as_current_span`` around it, and the decorated function; the decorator's overhead
 in microseconds per call over the bare span, and the ratio decorated / bare (target: <= 1.25).
+
+``--profile`` switches CPU stacks on (``configure(profile=True)``, ``tracelens.cpu_stacks``) for
+the same per-call figures, then measures the sampler's own CPU time per second of measured span
+time while a traced function computes (a JSON/logging workload 30 frames deep), with profiling
+off and on, interleaved (target with profiling on: <= 2 %).
 """
 
 from __future__ import annotations
@@ -33,7 +39,8 @@ from typing import Any
 from opentelemetry import trace as otel_trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
-from tracelens_instrumentation import trace
+from tracelens_instrumentation import measure as tl_measure
+from tracelens_instrumentation import sampler, stacks, trace
 from tracelens_instrumentation.jsonl import OTLPJsonLinesExporter
 
 
@@ -122,6 +129,58 @@ def report(shape: str, medians: dict[str, float]) -> float:
     return ratio
 
 
+def _workload(depth: int, until: float) -> int:
+    """CPU work ``depth`` frames below the span: JSON encoding and log formatting."""
+    if depth > 0:
+        return _workload(depth - 1, until)
+    import json
+    import logging
+
+    record = logging.LogRecord("bench", logging.INFO, __file__, 1, "step %s %s", (1, "x"), None)
+    formatter = logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s")
+    data = [{"id": i, "text": "x" * 40, "tags": list(range(10))} for i in range(20)]
+    n = 0
+    while time.thread_time() < until:
+        json.dumps(data)
+        formatter.format(record)
+        n += 1
+    return n
+
+
+@trace(name="compute")
+def compute(seconds: float, depth: int) -> int:
+    return _workload(depth, time.thread_time() + seconds)
+
+
+def sampler_cost(seconds: float, repeats: int, depth: int) -> dict[bool, float]:
+    """Median sampler CPU per second of measured span wall time, profiling off and on."""
+    compute(0.05, depth)  # starts the sampler thread
+    samples: dict[bool, list[float]] = {False: [], True: []}
+    for _ in range(repeats):
+        for on in (False, True):
+            stacks.ENABLED[0] = on
+            thread = sampler._thread
+            assert thread is not None and thread.native_id is not None
+            before = tl_measure.other_thread_cpu(thread.native_id)
+            start = time.perf_counter_ns()
+            compute(seconds, depth)
+            wall = time.perf_counter_ns() - start
+            after = tl_measure.other_thread_cpu(thread.native_id)
+            if before is None or after is None:
+                raise SystemExit("the sampler's CPU clock cannot be read here (Linux only)")
+            samples[on].append((after - before) / wall)
+    return {on: statistics.median(v) for on, v in samples.items()}
+
+
+def report_sampler(costs: dict[bool, float], seconds: float, depth: int) -> bool:
+    off, on = costs[False], costs[True]
+    print(f"sampler, a {seconds:.1f} s CPU-bound span {depth} frames deep (5 ms ticks):")
+    print(f"  profiling off       {off:8.2%} of the span's time (sampler CPU)")
+    print(f"  profiling on        {on:8.2%} of the span's time (sampler CPU)   (target <= 2%)")
+    print(f"  added by stacks     {on - off:+8.2%}")
+    return on <= 0.02
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=5000)
@@ -133,7 +192,14 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="a new argument value on every call (no fingerprint cache hits)",
     )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="CPU stacks on (configure(profile=True)); also print the sampler's CPU cost",
+    )
+    parser.add_argument("--span-seconds", type=float, default=1.0)
     args = parser.parse_args(argv)
+    stacks.ENABLED[0] = args.profile
     counter = itertools.count(1_000_000_000)
 
     def arg() -> int:
@@ -156,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         f"python {sys.version.split()[0]}, {args.calls} calls x {args.repeats} repeats, "
         f"BatchSpanProcessor + {args.exporter} exporter; {args.clock} clock medians; "
         f"{'fresh' if args.fresh_args else 'repeated'} arguments; "
+        f"profiling {'on' if args.profile else 'off'}; "
         f"load average {load} on {os.cpu_count()} CPUs"
     )
     sync_cases = {
@@ -172,8 +239,12 @@ def main(argv: list[str] | None = None) -> int:
         report("sync", measure(sync_cases, time_sync, args.calls, args.repeats)),
         report("async", measure(async_cases, time_async, args.calls, args.repeats)),
     ]
+    within = max(ratios) <= 1.25
+    if args.profile:
+        costs = sampler_cost(args.span_seconds, max(3, args.repeats // 4), depth=30)
+        within = report_sampler(costs, args.span_seconds, 30) and within
     close()
-    return 0 if max(ratios) <= 1.25 else 1
+    return 0 if within else 1
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from opentelemetry.context.context import Context
 from opentelemetry.trace import Status, StatusCode
 from opentelemetry.trace import propagation as otel_propagation
 
-from tracelens_instrumentation import _runtime, fingerprint, measure
+from tracelens_instrumentation import _runtime, fingerprint, measure, stacks
 from tracelens_instrumentation import attributes as attrs
 
 MAX_OURS: Final = 16  # room left for the attributes written at a span's end
@@ -43,6 +43,7 @@ RESULT_FPS: Final = attrs.RESULT_FPS
 RESULT_VALUE: Final = attrs.RESULT_VALUE
 ERROR_TYPE: Final = attrs.ERROR_TYPE
 ARG_FPS: Final = attrs.ARG_FPS
+CPU_STACKS: Final = attrs.CPU_STACKS
 small_args_hash = fingerprint.small_args_hash
 args_fingerprint = fingerprint.args_fingerprint
 MIN_TEXT: Final = fingerprint.MIN_TEXT
@@ -315,6 +316,10 @@ def end(
         else:
             values[KIND] = call.spec.kind
         values[CPU_NS] = cpu
+        prof = call.prof
+        if prof is not None:  # profiling on, and the sampler saw this span compute
+            call.prof = None
+            values[CPU_STACKS] = stacks.encode(dict(prof))  # (a copy: the sampler may add)
         if result is not None:
             values[RESULT_HASH] = result[0]
             if result[1]:

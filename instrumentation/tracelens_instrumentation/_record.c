@@ -29,6 +29,7 @@ typedef struct {
         samp_step, t0;
     char in_step, suspended, ended, measured;
     PyObject *susp_kind;
+    PyObject *prof; /* CPU stacks the sampler saw (stacks.record), NULL: none */
 } Record;
 
 /* Set by install(): measure.stacks, measure._parked, measure._wake and the kind strings. */
@@ -484,6 +485,7 @@ static void rec_dealloc(Record *self)
 {
     Py_CLEAR(self->thread);
     Py_CLEAR(self->susp_kind);
+    Py_CLEAR(self->prof);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -520,6 +522,7 @@ static PyMemberDef members[] = {
     LL(sw_io), LL(sw_wait), LL(susp_t), LL(susp_cov), LL(samp_w), LL(samp_c), LL(samp_step),
     LL(t0), FLAG(in_step), FLAG(suspended), FLAG(ended), FLAG(measured),
     {"susp_kind", T_OBJECT, offsetof(Record, susp_kind), 0, NULL},
+    {"prof", T_OBJECT, offsetof(Record, prof), 0, NULL},
     {NULL},
 };
 

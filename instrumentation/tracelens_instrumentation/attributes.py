@@ -19,6 +19,7 @@ ARG_FPS: Final = "tracelens.arg_fps"
 RESULT_FPS: Final = "tracelens.result_fps"
 ARGS_VALUE: Final = "tracelens.args"
 RESULT_VALUE: Final = "tracelens.result"
+CPU_STACKS: Final = "tracelens.cpu_stacks"  # folded CPU stacks, see stacks.py
 
 # The kinds a span's time can belong to.
 CPU: Final = "cpu"

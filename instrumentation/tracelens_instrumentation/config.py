@@ -14,6 +14,8 @@ Rules (OpenTelemetry conventions, and "instrumentation never breaks the host"):
   endpoint (argument or variable), nothing is sent over the network.
 * Spans are flushed at interpreter exit (our processors are shut down, giving up after
   ``EXIT_TIMEOUT_MS`` on an unreachable endpoint) and by ``flush()``.
+* ``profile=True`` switches on CPU stacks (``stacks.py``); ``TRACELENS_PROFILE=1``/``0`` is
+  the variable for it.
 * Calling ``configure`` again adds destinations not configured yet and otherwise does nothing;
   every failure is logged, never raised.
 """
@@ -27,7 +29,7 @@ from typing import Any, Final
 
 from opentelemetry import trace as otel_trace
 
-from tracelens_instrumentation import _runtime
+from tracelens_instrumentation import _runtime, stacks
 
 HTTP: Final = "http/protobuf"
 GRPC: Final = "grpc"
@@ -46,6 +48,7 @@ def configure(
     protocol: str | None = None,
     file: str | os.PathLike[str] | None = None,
     sample_rate: float = 1.0,
+    profile: bool | None = None,
 ) -> None:
     """Send the spans of ``@trace`` (and of any OpenTelemetry instrumentation) somewhere.
 
@@ -53,8 +56,12 @@ def configure(
     ``endpoint``: an OTLP collector, e.g. ``http://127.0.0.1:4318`` (``/v1/traces`` is added for
     HTTP) or ``127.0.0.1:4317`` for gRPC.  ``protocol``: ``"http/protobuf"`` (default) or
     ``"grpc"``.  ``file``: also append the spans to this OTLP JSON Lines file.  ``sample_rate``:
-    the fraction of traces kept, decided at the root and followed by children.
+    the fraction of traces kept, decided at the root and followed by children.  ``profile``:
+    record which code a measured span ran on the CPU (``tracelens.cpu_stacks``, see
+    ``stacks.py``); None keeps the current setting (``TRACELENS_PROFILE``, else the default).
     """
+    if profile is not None:
+        stacks.ENABLED[0] = bool(profile)
     try:
         _configure(service_name, endpoint, protocol, file, sample_rate)
     except Exception:

@@ -98,6 +98,7 @@ class Record:
     suspended = False
     samp_w = samp_c = samp_step = 0
     ended = False
+    prof: dict[tuple[str, ...], int] | None = None  # CPU stacks seen by the sampler (stacks.py)
 
     def __init__(self, measured: bool) -> None:
         self.measured = measured  # False for an explicit kind: CPU only, no io/wait evidence

@@ -9,11 +9,14 @@ side according to ``classify.blocked_in`` of its current stack.  The exact off-C
 from the clocks at the end of the span; samples only set the proportions.  The kernel's run
 delay over the same intervals (``/proc/self/task/TID/schedstat``: runnable, waiting for a CPU)
 says how much of it was preemption rather than blocking (see ``measure._split_in_step``).
+With profiling on (``stacks.ENABLED``), the stack of a thread that used the CPU during the
+interval is recorded for its span with that CPU time (``stacks.record``).
 
 Cost: nothing while no measured span is running (the thread parks after a second of idleness);
 otherwise one ``sys._current_frames()``, one clock read and one ``schedstat`` read per active
-thread per tick.  Limits: blocking shorter than a tick may go unsampled (it then counts as
-wait); platforms without per-thread CPU clocks (non-Linux) get no samples.
+thread per tick, plus a walk over the span's frames when profiling.  Limits: blocking shorter
+than a tick may go unsampled (it then counts as wait); platforms without per-thread CPU clocks
+(non-Linux) get no samples.
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ import time
 import types
 from typing import Final
 
-from tracelens_instrumentation import classify, measure
+from tracelens_instrumentation import classify, measure, stacks
 
 INTERVAL_S: Final = max(0.001, float(os.environ.get("TRACELENS_SAMPLE_INTERVAL_MS", "5")) / 1000)
 PARK_AFTER_NS: Final = 1_000_000_000
 MIN_OFF_NS: Final = 100_000
+MIN_ON_NS: Final = 1  # any CPU used: dropping short intervals would bias the stacks (load)
+profiling = stacks.ENABLED  # configure(profile=...) sets it
 
 _lock = threading.Lock()
 _event = threading.Event()
@@ -150,6 +155,11 @@ def _sample(
         _last_delay[rec.native] = delay
     if rec.open or frame is None:
         return
+    used = cpu - prev_c
+    if used >= MIN_ON_NS and profiling[0] and not rec.ended:
+        # a stack that cannot be read is a sample lost, not the span's problem
+        with contextlib.suppress(Exception):
+            stacks.record(rec, frame, used, stops)
     if delay is not None and prev_delay is not None:
         # The kernel adds a wait for a CPU to the run delay only when the thread runs again,
         # so the delay and the off-CPU time it explains may fall in different intervals:
