@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from tracelens.errors import InputError
 from tracelens.ingest import detect, jaeger, otlp_json, zipkin
-from tracelens.ingest._common import FieldError, SpanBatch, json_cost, loads
+from tracelens.ingest._common import FieldError, SpanBatch, json_cost, loads, max_json_cost
 
 Decoder = Callable[[Any, SpanBatch, list[str]], None]
 
@@ -40,6 +40,11 @@ PARSE_FACTOR: Final = 16
 many times the document cap (4 GiB by default): JSON builds 20-40x its size in objects, so a
 256 MiB document of ``{},`` would otherwise take 9 GB.  Legitimate OTLP/JSON passes up to
 about 180 MiB."""
+
+
+READ_BUFFER: Final = 1 << 20
+"""Bytes read from a file at once: JSON Lines records of the Collector's file exporter run to
+hundreds of KiB, which the default 8 KiB buffer reads in many small pieces."""
 
 
 def max_document_bytes() -> int:
@@ -64,7 +69,7 @@ def read_path(
     """Spans of one file; problems with the file raise ``InputError`` naming it."""
     source = os.fspath(path)
     try:
-        raw = open(source, "rb")  # noqa: SIM115 - closed below, after the stream is consumed
+        raw = open(source, "rb", buffering=READ_BUFFER)  # noqa: SIM115 - closed below
     except FileNotFoundError:
         raise InputError(source, "no such file") from None
     except IsADirectoryError:
@@ -174,6 +179,8 @@ class _Reader:
 
     def _parse_cap(self, data: bytes, line: int | None) -> None:
         """``InputError`` when parsing ``data`` would build too much (``PARSE_FACTOR``)."""
+        if max_json_cost(len(data)) <= PARSE_FACTOR * self.cap:
+            return  # cannot be too much: counting would cost a pass over the bytes
         cost = json_cost(data)
         if cost > PARSE_FACTOR * self.cap:
             raise InputError(
