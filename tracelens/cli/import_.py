@@ -27,32 +27,30 @@ def import_(
     Spans already in the store (same trace and span id) are not added twice, so importing a file
     again is harmless.
     """
-    import pyarrow.compute as pc
-
     from tracelens.errors import InputError, StoreError
-    from tracelens.ingest import read_files
+    from tracelens.ingest import spool_files
     from tracelens.store import open_store
 
+    # Spooled to disk, a chunk at a time (memory stays bounded for files of any size); nothing
+    # is stored unless every file decoded (or --keep-going).
     try:
-        result = read_files(files, input_format=input_format, keep_going=keep_going)
+        with spool_files(files, input_format=input_format, keep_going=keep_going) as result:
+            for warning in result.warnings:
+                click.echo(f"warning: {warning}", err=True)
+            for error in result.errors:
+                click.echo(f"error: {error}", err=True)
+            try:
+                with open_store(db) as store:
+                    added = sum(store.append(chunk) for chunk in result.tables())
+                    where = store.path
+            except StoreError as exc:
+                raise click.ClickException(str(exc)) from None
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_INPUT_ERROR) from None
-    for warning in result.warnings:
-        click.echo(f"warning: {warning}", err=True)
-    for error in result.errors:
-        click.echo(f"error: {error}", err=True)
-    spans = result.spans
-    traces = pc.count_distinct(spans["trace_id"]).as_py() if spans.num_rows else 0
-    try:
-        with open_store(db) as store:
-            added = store.append(spans)
-            where = store.path
-    except StoreError as exc:
-        raise click.ClickException(str(exc)) from None
-    read = len(files) - len(result.errors)
+    read, traces = len(files) - len(result.errors), result.traces
     click.echo(
-        f"read {spans.num_rows} spans in {traces} trace{_s(traces)} from {read} "
+        f"read {result.num_rows} spans in {traces} trace{_s(traces)} from {read} "
         f"file{_s(read)}; {added} new in {where}"
     )
     if result.errors:

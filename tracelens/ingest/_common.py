@@ -276,16 +276,20 @@ _Native = TypeVar("_Native", bound=NativeColumns)
 
 
 class SpanBatch:
-    """Span columns cut into Arrow chunks so a million-span file never sits in Python lists.
+    """Span columns cut into Arrow chunks so a million-span file never sits in Python lists; with
+    a ``sink``, each chunk is handed to it instead of being kept (memory for one chunk).
 
     Spans come either through ``cols`` (decoders appending span by span) or through a compiled
     builder (``native``); whichever is used flushes the other first, so rows keep their order.
     """
 
-    def __init__(self, chunk_rows: int = CHUNK_ROWS) -> None:
+    def __init__(
+        self, chunk_rows: int | None = None, sink: Callable[[pa.Table], None] | None = None
+    ) -> None:
+        self._sink = sink
         self._cols = SpanColumns()
         self._native: NativeColumns | None = None
-        self._chunk_rows = chunk_rows
+        self._chunk_rows = chunk_rows or CHUNK_ROWS
         self._tables: list[pa.Table] = []
         self._repeated = 0
         self._repeated_limit: int | None = None
@@ -295,7 +299,7 @@ class SpanBatch:
     def cols(self) -> SpanColumns:
         """The columns decoders append to span by span."""
         if self._native is not None and len(self._native):
-            self._tables.append(self._native.to_arrow())
+            self._put(self._native.to_arrow())
         return self._cols
 
     def native(self, make: Callable[[], _Native]) -> _Native:
@@ -356,19 +360,26 @@ class SpanBatch:
         ):
             self._flush()
 
+    def _put(self, table: pa.Table) -> None:
+        if self._sink is None:
+            self._tables.append(table)
+        else:
+            self._sink(table)
+
     def _flush(self) -> None:
         if self._native is not None and len(self._native):
-            self._tables.append(self._native.to_arrow())
+            self._put(self._native.to_arrow())
         if len(self._cols):
-            self._tables.append(self._cols.to_arrow())
+            self._put(self._cols.to_arrow())
             self._cols = SpanColumns()
 
     def extend(self, table: pa.Table) -> None:
         """Add spans another decoder already turned into a span table."""
         self._flush()
-        self._tables.append(conform(table))
+        self._put(conform(table))
 
     def finish(self) -> pa.Table:
+        """The spans not handed to the sink (all of them when there is none)."""
         self._flush()
         if not self._tables:
             return empty_spans()

@@ -64,9 +64,13 @@ DECODERS: Final[dict[str, Decoder]] = {
 
 
 def read_path(
-    path: str | os.PathLike[str], input_format: str | None, warnings: list[str]
+    path: str | os.PathLike[str],
+    input_format: str | None,
+    warnings: list[str],
+    sink: Callable[[pa.Table], None] | None = None,
 ) -> pa.Table:
-    """Spans of one file; problems with the file raise ``InputError`` naming it."""
+    """Spans of one file; problems with the file raise ``InputError`` naming it.  With a
+    ``sink``, chunks of spans go to it as they are decoded and the table returned is empty."""
     source = os.fspath(path)
     try:
         raw = open(source, "rb", buffering=READ_BUFFER)  # noqa: SIM115 - closed below
@@ -77,16 +81,22 @@ def read_path(
     except OSError as exc:
         raise InputError(source, f"cannot open: {exc.strerror or exc}") from None
     with raw:
-        return read_stream(raw, source, input_format, warnings)
+        return read_stream(raw, source, input_format, warnings, sink)
 
 
 def read_stream(
-    stream: IO[bytes], source: str, input_format: str | None, warnings: list[str]
+    stream: IO[bytes],
+    source: str,
+    input_format: str | None,
+    warnings: list[str],
+    sink: Callable[[pa.Table], None] | None = None,
 ) -> pa.Table:
-    """Spans of one source given as a binary stream (gzip-compressed or not)."""
+    """Spans of one source given as a binary stream (gzip-compressed or not); ``sink`` as for
+    ``read_path``."""
     detect.check_format(input_format)
     buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(_Raw(stream))
-    reader = _Reader(source, input_format, warnings)
+    odd = _OddIds(sink)
+    reader = _Reader(source, input_format, warnings, None if sink is None else odd.put)
     try:
         with gc_paused():
             if detect.is_gzip(buffered.peek(2)):
@@ -98,7 +108,15 @@ def read_stream(
         raise InputError(source, f"corrupt or truncated gzip data ({exc})") from None
     except OSError as exc:
         raise InputError(source, f"cannot read: {exc}") from None
-    _warn_odd_ids(table, source, warnings)
+    if sink is not None and table.num_rows:  # a protobuf file: one table
+        odd.put(table)
+        table = table.slice(0, 0)
+    odd.count(table)
+    if odd.odd:
+        warnings.append(
+            f"{source}: {odd.odd} spans have trace or span ids that are not 32/16 lower-case hex "
+            "digits (kept as they are)"
+        )
     return table
 
 
@@ -122,11 +140,17 @@ def gc_paused() -> Iterator[None]:
 class _Reader:
     """Decodes one source; keeps the warnings and the batch the decoders append to."""
 
-    def __init__(self, source: str, input_format: str | None, warnings: list[str]) -> None:
+    def __init__(
+        self,
+        source: str,
+        input_format: str | None,
+        warnings: list[str],
+        sink: Callable[[pa.Table], None] | None,
+    ) -> None:
         self.cap = max_document_bytes()
         self.source = source
         self.input_format = input_format
-        self.batch = SpanBatch()
+        self.batch = SpanBatch(sink=sink)
         self._doc_warnings: list[str] = []
         self._warnings = warnings
 
@@ -325,15 +349,22 @@ def _proto(data: bytes, source: str, *, tried_json: bool) -> pa.Table:
         raise InputError(source, f"not a valid OTLP protobuf message ({exc})") from None
 
 
-def _warn_odd_ids(table: pa.Table, source: str, warnings: list[str]) -> None:
-    """One line per file when ids are not 32/16 lower-case hex (they are kept as they are)."""
-    if table.num_rows == 0:
-        return
-    good_trace = pc.match_substring_regex(table["trace_id"], "^[0-9a-f]{32}$")
-    good_span = pc.match_substring_regex(table["span_id"], "^[0-9a-f]{16}$")
-    odd = table.num_rows - pc.sum(pc.and_(good_trace, good_span)).as_py()
-    if odd:
-        warnings.append(
-            f"{source}: {odd} spans have trace or span ids that are not 32/16 lower-case hex "
-            "digits (kept as they are)"
-        )
+class _OddIds:
+    """Counts spans whose ids are not 32/16 lower-case hex (one warning per file), passing chunks
+    on to ``sink``."""
+
+    def __init__(self, sink: Callable[[pa.Table], None] | None) -> None:
+        self.odd = 0
+        self._sink = sink
+
+    def count(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        good_trace = pc.match_substring_regex(table["trace_id"], "^[0-9a-f]{32}$")
+        good_span = pc.match_substring_regex(table["span_id"], "^[0-9a-f]{16}$")
+        self.odd += table.num_rows - pc.sum(pc.and_(good_trace, good_span)).as_py()
+
+    def put(self, table: pa.Table) -> None:
+        self.count(table)
+        if self._sink is not None:
+            self._sink(table)
