@@ -181,6 +181,7 @@ class _Reader:
         else:
             self.batch.document(len(first))
             self._document(doc, line=lineno)
+            del doc
             self._lines(stream, lineno)
         self._flush_warnings()
         return self.batch.finish()
@@ -224,7 +225,7 @@ class _Reader:
     def _lines(self, stream: io.BufferedIOBase, lineno: int) -> None:
         while line := self._line(stream, lineno + 1):
             lineno += 1
-            if not line.strip():
+            if line.isspace():  # a blank line (isspace, unlike strip, copies nothing)
                 continue
             self._parse_cap(line, lineno)
             try:
@@ -241,6 +242,7 @@ class _Reader:
                 ) from None
             self.batch.document(len(line))
             self._document(doc, line=lineno)
+            del doc  # freed before the next record is parsed: its memory is reused while warm
 
     def _parse(self, data: bytes) -> Any:
         try:
