@@ -1,13 +1,14 @@
 """How fast trace files import, against parsing the same file with orjson alone; and how much
 memory importing a 2 GB file takes.
 
-    python bench/bench_import.py [--spans 300000] [--repeat 5] [--store]
+    python bench/bench_import.py [--spans 300000] [--repeat 5] [--store] [--format otlp]
     python bench/bench_import.py --memory-gb 2
 
 Speed: writes an OTLP JSON Lines file (the Collector's file exporter: one ExportTraceServiceRequest
-of 1000 spans a line, 8 attributes a span, 20 spans a trace) to a temporary directory and reads it
-with ``tracelens.ingest.read_files`` (with --store, also appends it to a fresh DuckDB store).  The
-baseline, in the same run, interleaved: the same lines read the same way and parsed by
+of 1000 spans a line, 8 attributes a span, 20 spans a trace; ``--format jaeger`` or ``zipkin``:
+the same spans as a Jaeger API response or a Zipkin v2 array a line) to a temporary directory and
+reads it with ``tracelens.ingest.read_files`` (with --store, also appends it to a fresh DuckDB
+store).  The baseline, in the same run, interleaved: the same lines read the same way and parsed by
 ``orjson.loads`` alone, objects built and freed.  The importer pauses the cyclic garbage collector
 while it decodes (``files.gc_paused``), so the ratio is taken against orjson with the collector
 paused too (the strict baseline); orjson with the collector as Python leaves it is printed as
@@ -92,10 +93,72 @@ def _record(first: int, count: int) -> bytes:
     return orjson.dumps({"resourceSpans": [{"resource": _RESOURCE, "scopeSpans": [scope]}]})
 
 
-def write_jsonl(path: Path, spans: int) -> None:
+def _jaeger_tag(attribute: dict[str, Any]) -> dict[str, Any]:
+    [(kind, value)] = attribute["value"].items()
+    types = {"stringValue": "string", "intValue": "int64", "doubleValue": "float64"}
+    typed = int(value) if kind == "intValue" else value
+    return {"key": attribute["key"], "type": types.get(kind, "bool"), "value": typed}
+
+
+def _jaeger_record(first: int, count: int) -> bytes:
+    """The same spans as a Jaeger API response (``{"data": [trace, ...]}``)."""
+    traces: dict[str, list[dict[str, Any]]] = {}
+    for n in range(first, first + count):
+        span = _span(n)
+        parent = span.get("parentSpanId")
+        traces.setdefault(span["traceId"], []).append(
+            {
+                "traceID": span["traceId"],
+                "spanID": span["spanId"],
+                "operationName": span["name"],
+                "references": [
+                    {"refType": "CHILD_OF", "traceID": span["traceId"], "spanID": parent}
+                ]
+                if parent
+                else [],
+                "startTime": int(span["startTimeUnixNano"]) // 1000,
+                "duration": 500,
+                "tags": [_jaeger_tag(a) for a in span["attributes"]]
+                + [{"key": "span.kind", "type": "string", "value": "server"}],
+                "logs": [],
+                "processID": "p1",
+            }
+        )
+    process = {"serviceName": "bench-service", "tags": [_jaeger_tag(_RESOURCE["attributes"][1])]}
+    data = [{"traceID": t, "spans": s, "processes": {"p1": process}} for t, s in traces.items()]
+    return orjson.dumps({"data": data})
+
+
+def _zipkin_record(first: int, count: int) -> bytes:
+    """The same spans as Zipkin v2 JSON (tags are strings there)."""
+    spans = []
+    for n in range(first, first + count):
+        span = _span(n)
+        tags = {a["key"]: str(next(iter(a["value"].values()))) for a in span["attributes"]}
+        zipkin = {
+            "traceId": span["traceId"],
+            "id": span["spanId"],
+            "name": span["name"],
+            "timestamp": int(span["startTimeUnixNano"]) // 1000,
+            "duration": 500,
+            "kind": "SERVER",
+            "localEndpoint": {"serviceName": "bench-service"},
+            "tags": tags,
+        }
+        if "parentSpanId" in span:
+            zipkin["parentId"] = span["parentSpanId"]
+        spans.append(zipkin)
+    return orjson.dumps(spans)
+
+
+RECORDS = {"otlp": _record, "jaeger": _jaeger_record, "zipkin": _zipkin_record}
+
+
+def write_jsonl(path: Path, spans: int, fmt: str = "otlp") -> None:
+    record = RECORDS[fmt]
     with path.open("wb") as out:
         for first in range(0, spans, SPANS_PER_LINE):
-            out.write(_record(first, min(SPANS_PER_LINE, spans - first)) + b"\n")
+            out.write(record(first, min(SPANS_PER_LINE, spans - first)) + b"\n")
 
 
 def write_jsonl_of_size(path: Path, size: int) -> int:
@@ -154,7 +217,7 @@ def speed(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
         path = tmp / "spans.jsonl"
-        write_jsonl(path, args.spans)
+        write_jsonl(path, args.spans, args.format)
         size_mb = path.stat().st_size / 1e6
         runs: dict[str, list[tuple[float, float]]] = {"plain": [], "paused": [], "import": []}
         _import(path, False, tmp, -1)  # warm up: imports, the compiled builder's key cache
@@ -167,7 +230,8 @@ def speed(args: argparse.Namespace) -> None:
         cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
     what = "read_files + DuckDB append" if args.store else "read_files"
     print(
-        f"file: {args.spans:,} spans, {size_mb:.0f} MB OTLP JSON Lines, 8 attributes a span; "
+        f"file: {args.spans:,} spans, {size_mb:.0f} MB {args.format} JSON Lines, 8 attributes "
+        "a span; "
         f"medians of {args.repeat} runs; load average {os.getloadavg()[0]:.1f}"
     )
     for key, label in (("paused", "gc paused"), ("plain", "gc as is")):
@@ -214,6 +278,9 @@ def main() -> None:
     parser.add_argument("--spans", type=int, default=300_000)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--store", action="store_true", help="also append to a DuckDB store")
+    parser.add_argument(
+        "--format", choices=sorted(RECORDS), default="otlp", help="records of 1000 spans as"
+    )
     parser.add_argument(
         "--memory-gb", type=float, help="instead: peak RSS of `tracelens import` of a file this big"
     )

@@ -321,7 +321,7 @@ def _encode(doc: Any) -> bytes:
     return json.dumps(doc, allow_nan=True).encode()
 
 
-@settings(max_examples=int(os.environ.get("TRACELENS_NATIVE_EXAMPLES", "300")), deadline=None)
+@settings(max_examples=int(os.environ.get("TRACELENS_NATIVE_EXAMPLES", "200")), deadline=None)
 @given(docs=st.lists(_document(), min_size=1, max_size=4))
 def test_documents_read_the_same(docs: list[dict[str, Any]]) -> None:
     """JSON Lines of hypothesis-made documents: same table, warnings and error either way."""
