@@ -1,5 +1,5 @@
-"""Build hook for the optional compiled fast paths: the OTLP protobuf decoder and the critical
-path walk.
+"""Build hook for the optional compiled fast paths: the OTLP protobuf decoder, the OTLP JSON column
+builder and the critical path walk.
 
 Everything else about the package lives in ``pyproject.toml``.  The extensions are optional: without
 a C compiler or Python headers the install still succeeds and tracelens uses its pure Python/NumPy
@@ -15,6 +15,11 @@ setup(
         Extension(
             "tracelens.ingest.otlp_proto._native",
             sources=["tracelens/ingest/otlp_proto/_native.c"],
+            optional=True,
+        ),
+        Extension(
+            "tracelens.ingest._json_native",
+            sources=["tracelens/ingest/_json_native.c"],
             optional=True,
         ),
         Extension(

@@ -168,26 +168,24 @@ def import_files(
     ``InputError`` before anything is stored, unless ``keep_going``: then the readable files are
     imported and the others listed in ``errors``.
     """
-    import pyarrow.compute as pc
-
-    from tracelens.ingest import read_files
+    from tracelens.ingest import spool_files
     from tracelens.store import open_store
 
-    result = read_files(files, input_format=input_format, keep_going=keep_going)
-    spans = result.spans
-    traces = pc.count_distinct(spans["trace_id"]).as_py() if spans.num_rows else 0
-    with open_store(db) as store:
-        added = store.append(spans)
-        where = store.path
-    return Imported(
-        files=len(files) - len(result.errors),
-        spans=spans.num_rows,
-        traces=traces,
-        added=added,
-        db=where,
-        warnings=list(result.warnings),
-        errors=list(result.errors),
-    )
+    # Spooled to disk a chunk at a time, so memory stays bounded for files of any size; nothing
+    # is stored unless every file decoded (or keep_going).
+    with spool_files(files, input_format=input_format, keep_going=keep_going) as result:
+        with open_store(db) as store:
+            added = sum(store.append(chunk) for chunk in result.tables())
+            where = store.path
+        return Imported(
+            files=len(files) - len(result.errors),
+            spans=result.num_rows,
+            traces=result.traces,
+            added=added,
+            db=where,
+            warnings=list(result.warnings),
+            errors=list(result.errors),
+        )
 
 
 def _announce(line: str) -> None:

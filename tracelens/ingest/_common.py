@@ -13,8 +13,9 @@ import binascii
 import json
 import math
 import re
+from collections.abc import Callable
 from itertools import accumulate
-from typing import Any, Final
+from typing import Any, Final, Protocol, TypeVar
 
 import pyarrow as pa
 
@@ -248,6 +249,12 @@ def json_cost(data: bytes) -> int:
     return JSON_BYTES_PER_VALUE * (data.count(b",") + data.count(b":")) + 4 * len(data)
 
 
+def max_json_cost(size: int) -> int:
+    """The most ``json_cost`` can say for ``size`` bytes (every byte a ``,`` or ``:``): below a
+    limit, the bytes need not be counted."""
+    return (JSON_BYTES_PER_VALUE + 4) * size
+
+
 def repeated_limit(size: int) -> int:
     """How many bytes the values a document shares between spans (its resources, processes,
     scopes) may take once stored on each span, for a document of ``size`` bytes: 8x the document,
@@ -257,16 +264,59 @@ def repeated_limit(size: int) -> int:
     return max(MIN_REPEATED_LIMIT, 8 * size)
 
 
-class SpanBatch:
-    """Span columns cut into Arrow chunks so a million-span file never sits in Python lists."""
+class NativeColumns(Protocol):
+    """A compiled column builder (``_json_fast.NativeColumns``) as ``SpanBatch`` sees it."""
 
-    def __init__(self, chunk_rows: int = CHUNK_ROWS) -> None:
-        self.cols = SpanColumns()
-        self._chunk_rows = chunk_rows
+    def __len__(self) -> int: ...
+
+    def to_arrow(self) -> pa.Table: ...
+
+
+_Native = TypeVar("_Native", bound=NativeColumns)
+
+
+class SpanBatch:
+    """Span columns cut into Arrow chunks so a million-span file never sits in Python lists; with
+    a ``sink``, each chunk is handed to it instead of being kept (memory for one chunk).
+
+    Spans come either through ``cols`` (decoders appending span by span) or through a compiled
+    builder (``native``); whichever is used flushes the other first, so rows keep their order.
+    """
+
+    def __init__(
+        self, chunk_rows: int | None = None, sink: Callable[[pa.Table], None] | None = None
+    ) -> None:
+        self._sink = sink
+        self._cols = SpanColumns()
+        self._native: NativeColumns | None = None
+        self._chunk_rows = chunk_rows or CHUNK_ROWS
         self._tables: list[pa.Table] = []
         self._repeated = 0
         self._repeated_limit: int | None = None
         self._empty = 0
+
+    @property
+    def cols(self) -> SpanColumns:
+        """The columns decoders append to span by span."""
+        if self._native is not None and len(self._native):
+            self._put(self._native.to_arrow())
+        return self._cols
+
+    def native(self, make: Callable[[], _Native]) -> _Native:
+        """The compiled builder (made by ``make`` the first time: one kind per batch), ready to
+        take spans."""
+        if len(self._cols):
+            self._flush()
+        if self._native is None:
+            self._native = make()
+        return self._native  # type: ignore[return-value]
+
+    def state(self) -> tuple[int, int]:
+        """What ``restore`` returns to when a document is decoded again by another path."""
+        return self._repeated, self._empty
+
+    def restore(self, state: tuple[int, int]) -> None:
+        self._repeated, self._empty = state
 
     def document(self, size: int) -> None:
         """A document of ``size`` bytes starts: what its shared values may grow to restarts."""
@@ -295,22 +345,41 @@ class SpanBatch:
                 "many spans",
             )
 
+    def may_repeat(self, nbytes: int) -> bool:
+        """Whether ``repeat(nbytes)`` would pass (then it is counted)."""
+        if self._repeated_limit is not None and self._repeated + nbytes > self._repeated_limit:
+            return False
+        self._repeated += nbytes
+        return True
+
     def tick(self) -> None:
-        """Call after each append: flushes a full chunk to Arrow."""
-        if len(self.cols) >= self._chunk_rows:
+        """Call after each append (or document, for the compiled builder): flushes a full chunk
+        to Arrow."""
+        if len(self._cols) >= self._chunk_rows or (
+            self._native is not None and len(self._native) >= self._chunk_rows
+        ):
             self._flush()
 
+    def _put(self, table: pa.Table) -> None:
+        if self._sink is None:
+            self._tables.append(table)
+        else:
+            self._sink(table)
+
     def _flush(self) -> None:
-        if len(self.cols):
-            self._tables.append(self.cols.to_arrow())
-            self.cols = SpanColumns()
+        if self._native is not None and len(self._native):
+            self._put(self._native.to_arrow())
+        if len(self._cols):
+            self._put(self._cols.to_arrow())
+            self._cols = SpanColumns()
 
     def extend(self, table: pa.Table) -> None:
         """Add spans another decoder already turned into a span table."""
         self._flush()
-        self._tables.append(conform(table))
+        self._put(conform(table))
 
     def finish(self) -> pa.Table:
+        """The spans not handed to the sink (all of them when there is none)."""
         self._flush()
         if not self._tables:
             return empty_spans()

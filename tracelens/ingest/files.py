@@ -24,7 +24,7 @@ import pyarrow.compute as pc
 
 from tracelens.errors import InputError
 from tracelens.ingest import detect, jaeger, otlp_json, zipkin
-from tracelens.ingest._common import FieldError, SpanBatch, json_cost, loads
+from tracelens.ingest._common import FieldError, SpanBatch, json_cost, loads, max_json_cost
 
 Decoder = Callable[[Any, SpanBatch, list[str]], None]
 
@@ -40,6 +40,11 @@ PARSE_FACTOR: Final = 16
 many times the document cap (4 GiB by default): JSON builds 20-40x its size in objects, so a
 256 MiB document of ``{},`` would otherwise take 9 GB.  Legitimate OTLP/JSON passes up to
 about 180 MiB."""
+
+
+READ_BUFFER: Final = 1 << 20
+"""Bytes read from a file at once: JSON Lines records of the Collector's file exporter run to
+hundreds of KiB, which the default 8 KiB buffer reads in many small pieces."""
 
 
 def max_document_bytes() -> int:
@@ -59,12 +64,16 @@ DECODERS: Final[dict[str, Decoder]] = {
 
 
 def read_path(
-    path: str | os.PathLike[str], input_format: str | None, warnings: list[str]
+    path: str | os.PathLike[str],
+    input_format: str | None,
+    warnings: list[str],
+    sink: Callable[[pa.Table], None] | None = None,
 ) -> pa.Table:
-    """Spans of one file; problems with the file raise ``InputError`` naming it."""
+    """Spans of one file; problems with the file raise ``InputError`` naming it.  With a
+    ``sink``, chunks of spans go to it as they are decoded and the table returned is empty."""
     source = os.fspath(path)
     try:
-        raw = open(source, "rb")  # noqa: SIM115 - closed below, after the stream is consumed
+        raw = open(source, "rb", buffering=READ_BUFFER)  # noqa: SIM115 - closed below
     except FileNotFoundError:
         raise InputError(source, "no such file") from None
     except IsADirectoryError:
@@ -72,16 +81,22 @@ def read_path(
     except OSError as exc:
         raise InputError(source, f"cannot open: {exc.strerror or exc}") from None
     with raw:
-        return read_stream(raw, source, input_format, warnings)
+        return read_stream(raw, source, input_format, warnings, sink)
 
 
 def read_stream(
-    stream: IO[bytes], source: str, input_format: str | None, warnings: list[str]
+    stream: IO[bytes],
+    source: str,
+    input_format: str | None,
+    warnings: list[str],
+    sink: Callable[[pa.Table], None] | None = None,
 ) -> pa.Table:
-    """Spans of one source given as a binary stream (gzip-compressed or not)."""
+    """Spans of one source given as a binary stream (gzip-compressed or not); ``sink`` as for
+    ``read_path``."""
     detect.check_format(input_format)
     buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(_Raw(stream))
-    reader = _Reader(source, input_format, warnings)
+    odd = _OddIds(sink)
+    reader = _Reader(source, input_format, warnings, None if sink is None else odd.put)
     try:
         with gc_paused():
             if detect.is_gzip(buffered.peek(2)):
@@ -93,7 +108,15 @@ def read_stream(
         raise InputError(source, f"corrupt or truncated gzip data ({exc})") from None
     except OSError as exc:
         raise InputError(source, f"cannot read: {exc}") from None
-    _warn_odd_ids(table, source, warnings)
+    if sink is not None and table.num_rows:  # a protobuf file: one table
+        odd.put(table)
+        table = table.slice(0, 0)
+    odd.count(table)
+    if odd.odd:
+        warnings.append(
+            f"{source}: {odd.odd} spans have trace or span ids that are not 32/16 lower-case hex "
+            "digits (kept as they are)"
+        )
     return table
 
 
@@ -117,11 +140,17 @@ def gc_paused() -> Iterator[None]:
 class _Reader:
     """Decodes one source; keeps the warnings and the batch the decoders append to."""
 
-    def __init__(self, source: str, input_format: str | None, warnings: list[str]) -> None:
+    def __init__(
+        self,
+        source: str,
+        input_format: str | None,
+        warnings: list[str],
+        sink: Callable[[pa.Table], None] | None,
+    ) -> None:
         self.cap = max_document_bytes()
         self.source = source
         self.input_format = input_format
-        self.batch = SpanBatch()
+        self.batch = SpanBatch(sink=sink)
         self._doc_warnings: list[str] = []
         self._warnings = warnings
 
@@ -152,6 +181,7 @@ class _Reader:
         else:
             self.batch.document(len(first))
             self._document(doc, line=lineno)
+            del doc
             self._lines(stream, lineno)
         self._flush_warnings()
         return self.batch.finish()
@@ -174,6 +204,8 @@ class _Reader:
 
     def _parse_cap(self, data: bytes, line: int | None) -> None:
         """``InputError`` when parsing ``data`` would build too much (``PARSE_FACTOR``)."""
+        if max_json_cost(len(data)) <= PARSE_FACTOR * self.cap:
+            return  # cannot be too much: counting would cost a pass over the bytes
         cost = json_cost(data)
         if cost > PARSE_FACTOR * self.cap:
             raise InputError(
@@ -193,7 +225,7 @@ class _Reader:
     def _lines(self, stream: io.BufferedIOBase, lineno: int) -> None:
         while line := self._line(stream, lineno + 1):
             lineno += 1
-            if not line.strip():
+            if line.isspace():  # a blank line (isspace, unlike strip, copies nothing)
                 continue
             self._parse_cap(line, lineno)
             try:
@@ -210,6 +242,7 @@ class _Reader:
                 ) from None
             self.batch.document(len(line))
             self._document(doc, line=lineno)
+            del doc  # freed before the next record is parsed: its memory is reused while warm
 
     def _parse(self, data: bytes) -> Any:
         try:
@@ -318,15 +351,22 @@ def _proto(data: bytes, source: str, *, tried_json: bool) -> pa.Table:
         raise InputError(source, f"not a valid OTLP protobuf message ({exc})") from None
 
 
-def _warn_odd_ids(table: pa.Table, source: str, warnings: list[str]) -> None:
-    """One line per file when ids are not 32/16 lower-case hex (they are kept as they are)."""
-    if table.num_rows == 0:
-        return
-    good_trace = pc.match_substring_regex(table["trace_id"], "^[0-9a-f]{32}$")
-    good_span = pc.match_substring_regex(table["span_id"], "^[0-9a-f]{16}$")
-    odd = table.num_rows - pc.sum(pc.and_(good_trace, good_span)).as_py()
-    if odd:
-        warnings.append(
-            f"{source}: {odd} spans have trace or span ids that are not 32/16 lower-case hex "
-            "digits (kept as they are)"
-        )
+class _OddIds:
+    """Counts spans whose ids are not 32/16 lower-case hex (one warning per file), passing chunks
+    on to ``sink``."""
+
+    def __init__(self, sink: Callable[[pa.Table], None] | None) -> None:
+        self.odd = 0
+        self._sink = sink
+
+    def count(self, table: pa.Table) -> None:
+        if table.num_rows == 0:
+            return
+        good_trace = pc.match_substring_regex(table["trace_id"], "^[0-9a-f]{32}$")
+        good_span = pc.match_substring_regex(table["span_id"], "^[0-9a-f]{16}$")
+        self.odd += table.num_rows - pc.sum(pc.and_(good_trace, good_span)).as_py()
+
+    def put(self, table: pa.Table) -> None:
+        self.count(table)
+        if self._sink is not None:
+            self._sink(table)

@@ -19,6 +19,7 @@ from typing import Any, Final
 
 from tracelens_instrumentation import attributes as attrs
 
+from tracelens.ingest import _json_fast
 from tracelens.ingest._common import (
     FieldError,
     SpanBatch,
@@ -33,7 +34,7 @@ from tracelens.ingest._common import (
     norm_trace_id,
     opt_str,
 )
-from tracelens.schema import SPAN_KINDS, STATUS_CODES, json_value
+from tracelens.schema import SPAN_KINDS, STATUS_CODES, json_scalar, json_value
 
 UNKNOWN_SERVICE: Final = "unknown_service"
 
@@ -57,28 +58,59 @@ def looks_like(doc: Any) -> bool:
     return type(result) is dict and "resourceSpans" in result
 
 
+_Native = _json_fast.NativeColumns
+
+
+class _Slow(Exception):
+    """The compiled builder leaves this document to the Python decoder."""
+
+
 def decode(doc: Any, batch: SpanBatch, warnings: list[str]) -> None:
-    """Append every span of one OTLP JSON document to ``batch``; bad values raise ``FieldError``."""
+    """Append every span of one OTLP JSON document to ``batch``; bad values raise ``FieldError``.
+
+    Where the compiled builder is built (``_json_fast``), it takes the spans; a document it leaves
+    aside is decoded again from its start by the Python decoder below, which alone words errors.
+    """
+    if _json_fast.USE_NATIVE:
+        native = batch.native(_native_columns)
+        state = batch.state()
+        native.mark()
+        try:
+            _document(doc, batch, native)
+        except _Slow:
+            native.rollback()
+            batch.restore(state)
+        else:
+            batch.tick()
+            return
+    _document(doc, batch, None)
+
+
+def _native_columns() -> _Native:
+    return _json_fast.NativeColumns(_KIND_NAMES, _STATUS_NAMES, _slow_value, _extras)
+
+
+def _document(doc: Any, batch: SpanBatch, native: _Native | None) -> None:
     if type(doc) is dict and "resourceSpans" not in doc and type(doc.get("result")) is dict:
         try:
-            _request(doc["result"], batch)
+            _request(doc["result"], batch, native)
         except FieldError as exc:
             raise exc.under("result") from None
         return
     if type(doc) is not dict or "resourceSpans" not in doc:
         raise FieldError("resourceSpans", "missing: not an OTLP JSON document")
-    _request(doc, batch)
+    _request(doc, batch, native)
 
 
-def _request(doc: dict[str, Any], batch: SpanBatch) -> None:
+def _request(doc: dict[str, Any], batch: SpanBatch, native: _Native | None) -> None:
     for r, rs in enumerate(as_list(doc, "resourceSpans")):
         try:
-            _resource_spans(as_dict(rs, ""), batch)
+            _resource_spans(as_dict(rs, ""), batch, native)
         except FieldError as exc:
             raise exc.under(f"resourceSpans[{r}]") from None
 
 
-def _resource_spans(rs: dict[str, Any], batch: SpanBatch) -> None:
+def _resource_spans(rs: dict[str, Any], batch: SpanBatch, native: _Native | None) -> None:
     key = "scopeSpans" if "scopeSpans" in rs else "instrumentationLibrarySpans"
     scopes = rs.get(key) or []
     if type(scopes) is list:  # else as_list below says what is wrong
@@ -98,19 +130,35 @@ def _resource_spans(rs: dict[str, Any], batch: SpanBatch) -> None:
     shared = len(service) + len(res_json or "")
     for s, ss in enumerate(as_list(rs, key)):
         try:
-            _scope_spans(as_dict(ss, ""), service, res_json, shared, batch)
+            _scope_spans(as_dict(ss, ""), service, res_json, shared, batch, native)
         except FieldError as exc:
             raise exc.under(f"{key}[{s}]") from None
 
 
 def _scope_spans(
-    ss: dict[str, Any], service: str, res_json: str | None, shared: int, batch: SpanBatch
+    ss: dict[str, Any],
+    service: str,
+    res_json: str | None,
+    shared: int,
+    batch: SpanBatch,
+    native: _Native | None,
 ) -> None:
     scope = as_dict(ss.get("scope") or ss.get("instrumentationLibrary") or {}, "scope")
     scope_name = opt_str(scope.get("name"), "scope.name")
     scope_version = opt_str(scope.get("version"), "scope.version")
     shared += len(scope_name or "") + len(scope_version or "")
-    for i, span in enumerate(as_list(ss, "spans")):
+    spans = as_list(ss, "spans")
+    if native is not None:
+        try:
+            done = batch.may_repeat(shared * len(spans)) and native.add(
+                spans, service, res_json, scope_name, scope_version
+            )
+        except Exception:  # the Python decoder below meets the same and words it
+            done = False
+        if not done:
+            raise _Slow
+        return
+    for i, span in enumerate(spans):
         try:
             batch.repeat(shared)
             _span(as_dict(span, ""), service, res_json, scope_name, scope_version, batch)
@@ -306,6 +354,28 @@ def _links(span: dict[str, Any]) -> list[dict[str, Any]] | None:
         except FieldError as exc:
             raise exc.under(f"links[{k}]") from None
     return out
+
+
+def _slow_value(value: Any) -> tuple[str, bool, Any] | None:
+    """An attribute value for the compiled builder, as ``attributes`` and ``SpanColumns`` store
+    it: the map's text, whether that text is JSON, and the typed value; None on a bad value."""
+    try:
+        typed = any_value(value)
+    except (FieldError, RecursionError):
+        return None
+    if type(typed) is str:
+        return typed, False, typed
+    return json_scalar(typed), True, typed
+
+
+def _extras(span: dict[str, Any]) -> tuple[str | None, str | None] | None:
+    """A span's events and links as ``_span`` and ``SpanColumns`` store them; None when bad."""
+    try:
+        events = _events(span) if "events" in span else None
+        links = _links(span) if "links" in span else None
+    except Exception:  # FieldError or a structural surprise: the Python decoder words it
+        return None
+    return (json_value(events) if events else None, json_value(links) if links else None)
 
 
 def _sub_attributes(obj: dict[str, Any]) -> dict[str, Any]:
