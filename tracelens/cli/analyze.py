@@ -6,7 +6,12 @@ import sys
 
 import click
 
-from tracelens.cli._options import db_option, input_format_option
+from tracelens.cli._options import (
+    check_engine_options,
+    db_option,
+    engine_options,
+    input_format_option,
+)
 
 
 @click.command()
@@ -30,6 +35,7 @@ from tracelens.cli._options import db_option, input_format_option
 )
 @click.option("--keep-going", is_flag=True, help="Analyse the other files when one is bad.")
 @click.option("--no-findings", is_flag=True, help="Critical paths only, no bottleneck finder.")
+@engine_options
 def analyze(
     files: tuple[str, ...],
     db: str | None,
@@ -39,12 +45,18 @@ def analyze(
     top: int | None,
     keep_going: bool,
     no_findings: bool,
+    parquet: str | None,
+    engine: str,
+    master: str | None,
+    spark_table: str | None,
 ) -> None:
     """Critical path, latency by cpu/gpu/io/wait and bottlenecks of traces in FILES or the store.
 
     FILES may be OTLP JSON or JSON Lines, OTLP protobuf, Jaeger JSON or Zipkin v2 JSON, optionally
-    gzip-compressed.  With no FILES, the store (--db) is analysed.
+    gzip-compressed.  With no FILES, the store (--db) is analysed, or the Parquet span set
+    given with --parquet; --engine spark runs the same analysis on Apache Spark.
     """
+    check_engine_options(files, parquet, engine, spark_table)
     from tracelens.api import analyze as run
     from tracelens.errors import TracelensError
     from tracelens.progress import Progress
@@ -53,12 +65,16 @@ def analyze(
         with Progress() as bar:  # on stderr, only when it is a terminal
             result = run(
                 files,
-                db=db,
+                db=None if parquet or spark_table else db,
                 input_format=input_format,
                 top=top,
                 keep_going=keep_going,
                 findings=not no_findings,
                 bar=bar,
+                parquet=parquet,
+                engine=engine,
+                master=master,
+                spark_table=spark_table,
             )
     except TracelensError as exc:
         click.echo(f"error: {exc}", err=True)

@@ -11,7 +11,7 @@ EXIT_INPUT_ERROR = 2
 
 
 @click.command("import")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 @db_option
 @input_format_option
 @click.option(
@@ -22,19 +22,27 @@ EXIT_INPUT_ERROR = 2
 def import_(
     files: tuple[str, ...], db: str | None, input_format: str | None, keep_going: bool
 ) -> None:
-    """Import OTLP (JSON, JSON Lines, protobuf), Jaeger or Zipkin trace files, gzipped or not.
+    """Import OTLP (JSON, JSON Lines, protobuf), Jaeger or Zipkin trace files, gzipped or not,
+    and Parquet span sets (directories written by `tracelens export --parquet`).
 
     Spans already in the store (same trace and span id) are not added twice, so importing a file
     again is harmless.
     """
+    import pyarrow as pa
     import pyarrow.compute as pc
 
     from tracelens.errors import InputError, StoreError
     from tracelens.ingest import read_files
+    from tracelens.parquet import is_span_set, read_parquet
     from tracelens.store import open_store
 
+    sets = [f for f in files if is_span_set(f)]
     try:
-        result = read_files(files, input_format=input_format, keep_going=keep_going)
+        result = read_files(
+            [f for f in files if f not in sets], input_format=input_format, keep_going=keep_going
+        )
+        if sets:
+            result.spans = pa.concat_tables([result.spans, *(read_parquet(d) for d in sets)])
     except InputError as exc:
         click.echo(f"error: {exc}", err=True)
         raise SystemExit(EXIT_INPUT_ERROR) from None

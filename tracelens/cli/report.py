@@ -6,7 +6,12 @@ import sys
 
 import click
 
-from tracelens.cli._options import db_option, input_format_option
+from tracelens.cli._options import (
+    check_engine_options,
+    db_option,
+    engine_options,
+    input_format_option,
+)
 
 EXIT_INPUT_ERROR = 2
 
@@ -55,6 +60,7 @@ def _check_week(ctx: click.Context, param: click.Parameter, value: str | None) -
 @click.option("--title", default=None, help="The report's title.")
 @click.option("--keep-going", is_flag=True, help="Report on the other files when one is bad.")
 @click.option("--no-findings", is_flag=True, help="Critical paths only, no bottleneck finder.")
+@engine_options
 def report(
     files: tuple[str, ...],
     db: str | None,
@@ -66,6 +72,10 @@ def report(
     title: str | None,
     keep_going: bool,
     no_findings: bool,
+    parquet: str | None,
+    engine: str,
+    master: str | None,
+    spark_table: str | None,
 ) -> None:
     """A self-contained HTML report of the traces in FILES or the store.
 
@@ -78,6 +88,9 @@ def report(
     The page needs no network and runs no script: mail it, attach it, print it.
     """
     weekly = weekly or week is not None
+    check_engine_options(files, parquet, engine, spark_table)
+    if weekly and (parquet or spark_table):
+        raise click.UsageError("--weekly reads the store; --parquet makes one report (--out)")
     if weekly and files:
         raise click.UsageError(
             "--weekly reads the store; import the files first (`tracelens import FILES --db ...`)"
@@ -105,13 +118,17 @@ def report(
                 assert out is not None
                 path, analysis = write_report(
                     files,
-                    db=db,
+                    db=None if parquet or spark_table else db,
                     out=out,
                     input_format=input_format,
                     keep_going=keep_going,
                     findings=not no_findings,
                     title=title,
                     bar=bar,
+                    parquet=parquet,
+                    engine=engine,
+                    master=master,
+                    spark_table=spark_table,
                 )
                 paths, errors = [path], list(analysis.errors)
         except TracelensError as exc:

@@ -17,8 +17,13 @@ from __future__ import annotations
 from typing import Any, Final, Protocol
 
 from tracelens.analysis import Analysis, TraceAnalysis
+from tracelens.errors import TracelensError
 
 ENGINES: Final = ("embedded", "spark")
+
+
+class EngineError(TracelensError):
+    """An engine cannot run here (its package or runtime is missing)."""
 
 
 class Engine(Protocol):
@@ -68,4 +73,4 @@ def get_engine(name: str, *, master: str | None = None) -> Engine:
     raise ValueError(f"unknown engine {name!r}; one of {', '.join(ENGINES)}")
 
 
-__all__ = ["ENGINES", "Engine", "complete", "get_engine"]
+__all__ = ["ENGINES", "Engine", "EngineError", "complete", "get_engine"]

@@ -39,9 +39,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracelens.analysis import ANALYSIS_COLUMNS, Analysis, TraceAnalysis, analyze_traces
-from tracelens.engines import complete
+from tracelens.engines import EngineError, complete
 from tracelens.errors import InputError
-from tracelens.parquet import CANONICAL_ORDER, SEQ, is_span_set, layout
+from tracelens.parquet import CANONICAL_ORDER, SEQ, is_span_set, layout, order_indices
 from tracelens.schema import SPAN_SCHEMA
 
 if TYPE_CHECKING:
@@ -71,8 +71,10 @@ class SparkTable:
 def session(master: str | None = None) -> SparkSession:
     """The active Spark session, else a new one (``master`` e.g. ``local[2]``; under
     ``spark-submit`` leave it None and the submitted master is used)."""
-    from pyspark.sql import SparkSession
-
+    try:
+        from pyspark.sql import SparkSession
+    except ModuleNotFoundError:
+        raise EngineError("--engine spark needs pyspark: pip install 'tracelens[spark]'") from None
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
         return active
@@ -82,7 +84,14 @@ def session(master: str | None = None) -> SparkSession:
         if master.startswith("local"):
             # Local workers must import tracelens: run them on this interpreter.
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    return builder.getOrCreate()
+    try:
+        return builder.getOrCreate()
+    except Exception as exc:  # the JVM did not start: no Java, or a bad master URL
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise EngineError(
+            f"cannot start Spark (master {master or 'default'}): {first}; Spark 4 needs Java 17 "
+            "or later (`java -version`, JAVA_HOME)"
+        ) from None
 
 
 class SparkEngine:
@@ -195,8 +204,6 @@ def analyze_bucket(table: pa.Table) -> pa.Table:
         table = table.take(pc.sort_indices(table, [(SEQ, "ascending")]))
         seq = table[SEQ].cast(pa.int64())
     else:
-        from tracelens.parquet import order_indices
-
         table = table.take(order_indices(table, list(CANONICAL_ORDER)))
         seq = pa.array(np.arange(table.num_rows, dtype=np.int64))
     spans = table.select(list(ANALYSIS_COLUMNS)).cast(_INPUT_SCHEMA)

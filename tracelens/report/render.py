@@ -101,6 +101,10 @@ def write_report(
     findings: bool = True,
     title: str | None = None,
     bar: Progress | None = None,
+    parquet: str | None = None,
+    engine: str = "embedded",
+    master: str | None = None,
+    spark_table: str | None = None,
 ) -> tuple[Path, Analysis]:
     """Load spans from ``files`` (or the store ``db``), analyse them, write the HTML to ``out``.
 
@@ -117,9 +121,15 @@ def write_report(
         keep_going=keep_going,
         findings=findings,
         bar=bar,
+        parquet=parquet,
+        engine=engine,
+        master=master,
+        spark_table=spark_table,
     )
     bar.set_label("rendering the report")
     sources = [os.fspath(f) for f in files] if files else [f"store {db or _default_db()}"]
+    if parquet or spark_table:
+        sources = [f"{parquet or spark_table} ({engine})"]
     html = render_report(analysis, title=title, sources=sources)
     path = Path(out)
     if path.parent and not path.parent.exists():
