@@ -305,8 +305,10 @@ def merge(parts: list[Part]) -> TraceAnalysis:
         )
     sp = _like(pl.concat(spans).sort("_i"), parts[0].spans)
     seq = sp[ORDER]
-    ordered_by_seq = bool(order["by_seq"][0])
-    row = seq if ordered_by_seq and seq.max() < 2**32 else sp["_i"]  # type: ignore[operator]
+    # ``_row`` is the input position: ``seq`` when the rows had one (else the canonical order,
+    # which is the new row order).  Only its order within a trace matters to the analysis.
+    had_seq = all(p.ordered for p in parts)
+    row = seq if had_seq and seq.max() < 2**32 else sp["_i"]  # type: ignore[operator]
     sp = sp.with_columns(row.cast(sp.schema["_row"]).alias("_row")).drop(ORDER)
     secs = _like(pl.concat(sections).sort("_root", maintain_order=True), parts[0].sections)
     trs = _like(pl.concat(traces).sort("_trace"), parts[0].traces)
@@ -345,7 +347,6 @@ def _trace_order(parts: list[Part]) -> pl.DataFrame:
     return ordered.with_columns(
         pl.int_range(pl.len(), dtype=pl.Int64).alias("global"),
         pl.Series("start", starts.astype(np.int64)),
-        pl.lit(by_seq).alias("by_seq"),
     )
 
 
