@@ -40,7 +40,7 @@ from tracelens.ingest import read_files
 from tracelens.parquet import SEQ, read_parquet, write_parquet
 
 sys.path.insert(0, str(ROOT / "bench"))
-from synth import make_traces  # noqa: E402
+from synth import make_traces
 
 GENERATED_TRACES = 2_000  # x 50 spans
 
