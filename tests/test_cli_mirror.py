@@ -28,6 +28,7 @@ LIBRARY: dict[str, Callable[..., Any]] = {
     "analyze": api.analyze,
     "collect": api.collect,
     "demo": api.run_demo,
+    "export": api.export,
     "import": api.import_files,
     "report": api.write_report,
     "size": api.size,
@@ -109,6 +110,7 @@ def test_the_top_level_names_are_the_library_calls() -> None:
         "analyze",
         "collect",
         "configure",
+        "export",
         "flush",
         "import_files",
         "run_demo",
@@ -117,7 +119,7 @@ def test_the_top_level_names_are_the_library_calls() -> None:
         "write_report",
         "write_weekly",
     ]
-    for name in ("analyze", "collect", "import_files", "run_demo", "size", "write_report"):
+    for name in ("analyze", "collect", "export", "import_files", "run_demo", "size"):
         assert getattr(tracelens, name) is getattr(api, name)
     for name in ("configure", "flush", "trace"):
         assert getattr(tracelens, name) is getattr(tracelens_instrumentation, name)

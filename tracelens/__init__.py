@@ -3,8 +3,8 @@
 ``from tracelens import trace, configure`` is all an application needs; it loads only the light
 instrumentation (no DuckDB, Polars or Arrow).  The library calls, one per command with the
 command's option names as parameters (``tracelens.analyze``, ``import_files``, ``write_report``
-for ``tracelens report``, ``write_weekly``, ``collect``, ``run_demo``, ``size``), are loaded from
-``tracelens.api`` on first use.
+for ``tracelens report``, ``write_weekly``, ``collect``, ``export``, ``run_demo``, ``size``),
+are loaded from ``tracelens.api`` on first use.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from tracelens.api import (
         analyze,
         collect,
+        export,
         import_files,
         run_demo,
         size,
@@ -27,12 +28,22 @@ if TYPE_CHECKING:
     )
 
 _INSTRUMENTATION = ("configure", "flush", "trace")
-_API = ("analyze", "collect", "import_files", "run_demo", "size", "write_report", "write_weekly")
+_API = (
+    "analyze",
+    "collect",
+    "export",
+    "import_files",
+    "run_demo",
+    "size",
+    "write_report",
+    "write_weekly",
+)
 
 __all__ = [
     "analyze",
     "collect",
     "configure",
+    "export",
     "flush",
     "import_files",
     "run_demo",

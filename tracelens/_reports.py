@@ -56,15 +56,23 @@ def write_report(
     keep_going: bool = False,
     findings: bool = True,
     bar: Progress | None = None,
+    parquet: str | os.PathLike[str] | None = None,
+    engine: str = "embedded",
+    master: str | None = None,
+    spark_table: str | None = None,
 ) -> Written:
-    """A self-contained HTML report of ``files`` (or the store ``db``) written to ``out``; with
-    ``weekly`` (implied by ``week``), one page per ISO week of the store plus an index in
-    ``out_dir`` (see ``write_weekly``).  ``bar`` shows the phases when given.
+    """A self-contained HTML report of ``files`` (or the store ``db``, or the Parquet span set
+    ``parquet``, or with ``engine="spark"`` the Spark table ``spark_table``: as for
+    ``tracelens.analyze``) written to ``out``; with ``weekly`` (implied by ``week``), one page per
+    ISO week of the store plus an index in ``out_dir`` (see ``write_weekly``).  ``bar`` shows the
+    phases when given.
 
     ``OptionError`` for a combination that cannot work, ``InputError`` for a bad file (unless
     ``keep_going``: the file is skipped and listed in ``errors``).
     """
     weekly = weekly or week is not None
+    if weekly and (parquet or spark_table):
+        raise OptionError("--weekly reads the store; --parquet makes one report (--out)")
     if weekly and files:
         raise OptionError(
             "--weekly reads the store; import the files first (`tracelens import FILES --db ...`)"
@@ -81,14 +89,20 @@ def write_report(
     bar = bar or Progress(enabled=False)
     analysis = analyze(
         files,
-        db=db,
+        db=None if parquet or spark_table else db,
         input_format=input_format,
         keep_going=keep_going,
         findings=findings,
         bar=bar,
+        parquet=parquet,
+        engine=engine,
+        master=master,
+        spark_table=spark_table,
     )
     bar.set_label("rendering the report")
     sources = [os.fspath(f) for f in files] if files else [f"store {_db_path(db)}"]
+    if parquet or spark_table:
+        sources = [f"{os.fspath(parquet or spark_table or '')} ({engine})"]
     path = Path(out)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(render_report(analysis, title=title, sources=sources), encoding="utf-8")

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from tracelens.collector import CollectorConfig
     from tracelens.collector.service import Announce
     from tracelens.demo import DemoSummary
+    from tracelens.parquet import Exported
 
 _REPORTS = ("Written", "weeks_in", "write_report", "write_weekly")
 
@@ -63,12 +64,21 @@ def load_spans(
     start_ns: int | None = None,
     end_ns: int | None = None,
     bar: Progress | None = None,
+    parquet: str | os.PathLike[str] | None = None,
 ) -> Loaded:
-    """Spans from files when any are given, else from the store (through a running collector
-    when one holds it).  Files are read one by one so ``bar`` can show how far it got."""
+    """Spans from files when any are given, from the Parquet span set ``parquet`` when given,
+    else from the store (through a running collector when one holds it).  Files are read one by
+    one so ``bar`` can show how far it got."""
     import pyarrow as pa
 
     bar = bar or Progress(enabled=False)
+    if parquet is not None:
+        from tracelens.parquet import read_parquet
+
+        if files or db:
+            raise OptionError("read spans from files, a store or a Parquet span set, not several")
+        bar.set_label(f"reading {os.fspath(parquet)}")
+        return Loaded(spans=read_parquet(parquet, columns))
     if not files:
         from tracelens.collector.reader import read_store
 
@@ -105,6 +115,10 @@ def analyze(
     bar: Progress | None = None,
     what_if: Sequence[str] = (),
     what_if_threshold_ms: float | None = None,
+    parquet: str | os.PathLike[str] | None = None,
+    engine: str = "embedded",
+    master: str | None = None,
+    spark_table: str | None = None,
 ) -> Analysis:
     """Where each trace's end-to-end latency went: the library form of ``tracelens analyze``.
 
@@ -112,11 +126,25 @@ def analyze(
     ``Analysis.errors`` (and its warnings) and the other files are analysed.  ``start_ns`` /
     ``end_ns`` keep the store's traces that started in that window.  ``what_if`` (e.g.
     ``["trim-context=0.5", "stream"]``) adds the latency model's what-if findings that save at
-    least ``what_if_threshold_ms`` at p50.
+    least ``what_if_threshold_ms`` at p50.  ``parquet`` reads a Parquet span set instead
+    (``tracelens.parquet``).  ``engine="spark"`` runs the analysis on Apache Spark
+    (``tracelens.engines.spark``, master URL ``master``) over ``parquet`` or the catalog table
+    ``spark_table``, with the same result.
     """
     from tracelens.analysis import ANALYSIS_COLUMNS, analyze_spans
 
     bar = bar or Progress(enabled=False)
+    if engine != "embedded":
+        from tracelens.engines import get_engine
+        from tracelens.engines.spark import SparkTable
+
+        if files or db or start_ns is not None or end_ns is not None:
+            raise OptionError(f"engine {engine!r} reads a Parquet span set or a Spark table only")
+        if (parquet is None) == (spark_table is None):
+            raise OptionError(f"engine {engine!r} needs a Parquet path or a Spark table (one)")
+        bar.set_label(f"analysing on {engine}")
+        source = SparkTable(spark_table) if spark_table else parquet
+        return get_engine(engine, master=master).analyze(source, top=top, findings=findings)
     loaded = load_spans(
         files,
         db=db,
@@ -126,6 +154,7 @@ def analyze(
         start_ns=start_ns,
         end_ns=end_ns,
         bar=bar,
+        parquet=parquet,
     )
     bar.set_label(f"analysing {loaded.spans.num_rows:,} spans")
     notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
@@ -139,6 +168,14 @@ def analyze(
         threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
         result.findings.extend(what_if_findings(result.traces, whats, threshold_ms=threshold))
     return result
+
+
+def export(db: str | None = None, *, parquet: str | os.PathLike[str]) -> Exported:
+    """The store as a Parquet span set (layout: ``docs/design.md``, "Parquet span sets"): the
+    library form of ``tracelens export``."""
+    from tracelens.parquet import write_parquet
+
+    return write_parquet(load_spans(db=db).spans, parquet)
 
 
 @dataclass
@@ -168,19 +205,31 @@ def import_files(
     ``InputError`` before anything is stored, unless ``keep_going``: then the readable files are
     imported and the others listed in ``errors``.
     """
+    import pyarrow.compute as pc
+
     from tracelens.ingest import spool_files
+    from tracelens.parquet import is_span_set, read_parquet
     from tracelens.store import open_store
 
-    # Spooled to disk a chunk at a time, so memory stays bounded for files of any size; nothing
-    # is stored unless every file decoded (or keep_going).
-    with spool_files(files, input_format=input_format, keep_going=keep_going) as result:
+    # Parquet span sets (`tracelens export --parquet` directories) are read as they are; files
+    # are spooled to disk a chunk at a time, so memory stays bounded for files of any size.
+    # Nothing is stored unless every input decoded (or keep_going).
+    sets = [f for f in files if is_span_set(f)]
+    plain = [f for f in files if f not in sets]
+    with spool_files(plain, input_format=input_format, keep_going=keep_going) as result:
+        tables = [read_parquet(d) for d in sets]
+        spans = result.num_rows + sum(t.num_rows for t in tables)
+        traces = result.traces + sum(
+            pc.count_distinct(t["trace_id"]).as_py() for t in tables if t.num_rows
+        )
         with open_store(db) as store:
             added = sum(store.append(chunk) for chunk in result.tables())
+            added += sum(store.append(t) for t in tables)
             where = store.path
         return Imported(
             files=len(files) - len(result.errors),
-            spans=result.num_rows,
-            traces=result.traces,
+            spans=spans,
+            traces=traces,
             added=added,
             db=where,
             warnings=list(result.warnings),

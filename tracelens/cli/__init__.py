@@ -20,6 +20,7 @@ _COMMANDS: dict[str, str] = {
     "report": "tracelens.cli.report:report",
     "demo": "tracelens.cli.demo:demo",
     "size": "tracelens.cli.size:size",
+    "export": "tracelens.cli.export:export",
 }
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 db_option = click.option(
@@ -29,3 +31,59 @@ findings_option = click.option(
     default=True,
     help="Run the bottleneck finder (--no-findings: critical paths only).",
 )
+# Parquet span sets and engines (tracelens.parquet, tracelens.engines), spelled here for analyze
+# and report.
+parquet_option = click.option(
+    "--parquet",
+    default=None,
+    metavar="DIR",
+    help="Read a Parquet span set (`tracelens export --parquet`) or any Parquet with the span "
+    "columns; with --engine spark, any path or URI Spark reads.",
+)
+engine_option = click.option(
+    "--engine",
+    type=click.Choice(["embedded", "spark"]),
+    default="embedded",
+    show_default=True,
+    help="Where the analysis runs: here, or on Apache Spark (pip install 'tracelens[spark]').",
+)
+master_option = click.option(
+    "--master",
+    default=None,
+    metavar="URL",
+    help="Spark master, e.g. local[*] (default: spark-submit's, else local[*]).",
+)
+spark_table_option = click.option(
+    "--spark-table",
+    default=None,
+    metavar="NAME",
+    help="With --engine spark: a table of Spark's catalog with the span columns.",
+)
+
+
+def engine_options(f: Any) -> Any:
+    """``--parquet``, ``--engine``, ``--master`` and ``--spark-table`` at once."""
+    for option in (spark_table_option, master_option, engine_option, parquet_option):
+        f = option(f)
+    return f
+
+
+def check_engine_options(
+    files: tuple[str, ...], parquet: str | None, engine: str, spark_table: str | None
+) -> None:
+    """Refuse combinations the library would refuse, as usage errors (``--db``, which may come
+    from ``$TRACELENS_DB``, is ignored when --parquet or --spark-table is given)."""
+    if parquet and files:
+        raise click.UsageError("--parquet reads a span set: give no FILES")
+    if engine == "spark":
+        if files:
+            raise click.UsageError(
+                "--engine spark reads --parquet or --spark-table; export or import the files "
+                "first (`tracelens import FILES --db F`, `tracelens export --db F --parquet DIR`)"
+            )
+        if not parquet and not spark_table:
+            raise click.UsageError("--engine spark needs --parquet PATH or --spark-table NAME")
+        if parquet and spark_table:
+            raise click.UsageError("give --parquet or --spark-table, not both")
+    elif spark_table:
+        raise click.UsageError("--spark-table needs --engine spark")

@@ -6,7 +6,13 @@ import sys
 
 import click
 
-from tracelens.cli._options import db_option, findings_option, input_format_option
+from tracelens.cli._options import (
+    check_engine_options,
+    db_option,
+    engine_options,
+    findings_option,
+    input_format_option,
+)
 
 
 @click.command()
@@ -49,6 +55,7 @@ from tracelens.cli._options import db_option, findings_option, input_format_opti
     default=None,
     help="Report a what-if when it saves at least this at p50 (default 10).",
 )
+@engine_options
 def analyze(
     files: tuple[str, ...],
     db: str | None,
@@ -60,12 +67,18 @@ def analyze(
     findings: bool,
     what_if: tuple[str, ...],
     what_if_threshold_ms: float | None,
+    parquet: str | None,
+    engine: str,
+    master: str | None,
+    spark_table: str | None,
 ) -> None:
     """Critical path, latency by cpu/gpu/io/wait and bottlenecks of traces in FILES or the store.
 
     FILES may be OTLP JSON or JSON Lines, OTLP protobuf, Jaeger JSON or Zipkin v2 JSON, optionally
-    gzip-compressed.  With no FILES, the store (--db) is analysed.
+    gzip-compressed.  With no FILES, the store (--db) is analysed, or the Parquet span set
+    given with --parquet; --engine spark runs the same analysis on Apache Spark.
     """
+    check_engine_options(files, parquet, engine, spark_table)
     from tracelens.api import analyze as run
     from tracelens.errors import TracelensError
     from tracelens.progress import Progress
@@ -74,7 +87,7 @@ def analyze(
         with Progress() as bar:  # on stderr, only when it is a terminal
             result = run(
                 files,
-                db=db,
+                db=None if parquet or spark_table else db,
                 input_format=input_format,
                 top=top,
                 keep_going=keep_going,
@@ -82,6 +95,10 @@ def analyze(
                 bar=bar,
                 what_if=what_if,
                 what_if_threshold_ms=what_if_threshold_ms,
+                parquet=parquet,
+                engine=engine,
+                master=master,
+                spark_table=spark_table,
             )
     except ValueError as exc:  # a bad --what-if
         click.echo(f"error: --what-if: {exc}", err=True)

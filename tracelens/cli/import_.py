@@ -11,7 +11,7 @@ EXIT_INPUT_ERROR = 2
 
 
 @click.command("import")
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path())
 @db_option
 @input_format_option
 @click.option(
@@ -22,7 +22,8 @@ EXIT_INPUT_ERROR = 2
 def import_(
     files: tuple[str, ...], db: str | None, input_format: str | None, keep_going: bool
 ) -> None:
-    """Import OTLP (JSON, JSON Lines, protobuf), Jaeger or Zipkin trace files, gzipped or not.
+    """Import OTLP (JSON, JSON Lines, protobuf), Jaeger or Zipkin trace files, gzipped or not,
+    and Parquet span sets (directories written by `tracelens export --parquet`).
 
     Spans already in the store (same trace and span id) are not added twice, so importing a file
     again is harmless.

@@ -6,7 +6,13 @@ import sys
 
 import click
 
-from tracelens.cli._options import db_option, findings_option, input_format_option
+from tracelens.cli._options import (
+    check_engine_options,
+    db_option,
+    engine_options,
+    findings_option,
+    input_format_option,
+)
 
 EXIT_INPUT_ERROR = 2
 
@@ -42,6 +48,7 @@ EXIT_INPUT_ERROR = 2
 @click.option("--title", default=None, help="The report's title.")
 @click.option("--keep-going", is_flag=True, help="Report on the other files when one is bad.")
 @findings_option
+@engine_options
 def report(
     files: tuple[str, ...],
     db: str | None,
@@ -53,6 +60,10 @@ def report(
     title: str | None,
     keep_going: bool,
     findings: bool,
+    parquet: str | None,
+    engine: str,
+    master: str | None,
+    spark_table: str | None,
 ) -> None:
     """A self-contained HTML report of the traces in FILES or the store.
 
@@ -64,6 +75,7 @@ def report(
 
     The page needs no network and runs no script: mail it, attach it, print it.
     """
+    check_engine_options(files, parquet, engine, spark_table)
     from tracelens.api import write_report
     from tracelens.errors import OptionError, TracelensError
     from tracelens.progress import Progress
@@ -82,6 +94,10 @@ def report(
                 keep_going=keep_going,
                 findings=findings,
                 bar=bar,
+                parquet=parquet,
+                engine=engine,
+                master=master,
+                spark_table=spark_table,
             )
         except OptionError as exc:
             bar.close()

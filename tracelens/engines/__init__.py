@@ -1,0 +1,76 @@
+"""Engines: where the analysis runs, behind one narrow interface.
+
+The analysis is one engine-agnostic core: ``tracelens.analysis.core.analyze_traces`` (a pure
+function of a table of complete traces) and the cross-trace parts that read its result (the
+summary, the operations, the bottleneck finder and its replay).  An engine only decides where
+the per-trace part runs and how its results come together:
+
+* ``embedded`` (default): everything in this process, DuckDB/Arrow in, Polars/NumPy inside;
+* ``spark``: the per-trace part on Spark executors over a Parquet span set or any table Spark
+  reads, bucketed by a hash of ``trace_id``; the cross-trace part on the driver.
+
+Both hand the same ``TraceAnalysis`` to ``complete``, so both give the same document.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, Protocol
+
+from tracelens.analysis import Analysis, TraceAnalysis
+from tracelens.errors import TracelensError
+
+ENGINES: Final = ("embedded", "spark")
+
+
+class EngineError(TracelensError):
+    """An engine cannot run here (its package or runtime is missing)."""
+
+
+class Engine(Protocol):
+    """Analyse a span source: ``source`` is what the engine reads (a Parquet path for both
+    engines; a Spark table name or DataFrame for ``spark``)."""
+
+    name: str
+
+    def analyze(
+        self,
+        source: Any,
+        *,
+        top: int | None = None,
+        findings: bool = True,
+        warnings: list[str] | None = None,
+    ) -> Analysis: ...
+
+
+def complete(
+    ta: TraceAnalysis,
+    *,
+    top: int | None = None,
+    findings: bool = True,
+    warnings: list[str] | None = None,
+) -> Analysis:
+    """The cross-trace part: findings (evidence over all traces, replay) on a whole
+    ``TraceAnalysis``; the summary and operations are computed from it when rendered.  The same
+    steps as ``analysis.analyze_spans`` after its ``analyze_traces``."""
+    found: list[dict[str, Any]] = []
+    if findings:
+        from tracelens.analysis.findings import find_all
+
+        found = find_all(ta)
+    return Analysis(traces=ta, findings=found, warnings=[*(warnings or []), *ta.warnings], top=top)
+
+
+def get_engine(name: str, *, master: str | None = None) -> Engine:
+    """The engine called ``name`` (one of ``ENGINES``); ``master`` is Spark's master URL."""
+    if name == "embedded":
+        from tracelens.engines.embedded import EmbeddedEngine
+
+        return EmbeddedEngine()
+    if name == "spark":
+        from tracelens.engines.spark import SparkEngine
+
+        return SparkEngine(master=master)
+    raise ValueError(f"unknown engine {name!r}; one of {', '.join(ENGINES)}")
+
+
+__all__ = ["ENGINES", "Engine", "EngineError", "complete", "get_engine"]

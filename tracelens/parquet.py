@@ -1,0 +1,170 @@
+"""Parquet span sets: the span table as a directory of Hive-partitioned Parquet files.
+
+A store is one DuckDB file on one machine; a platform team keeps its spans in object storage
+and analyses them where they lie (``tracelens analyze --engine spark``).  The layout, version
+``LAYOUT_VERSION``, is a contract (``docs/design.md``, "Parquet span sets"):
+
+* ``DIR/_tracelens_layout.json`` states the layout (format, version, partitioning, order).
+  Spark and Hive skip files whose names start with ``_``.
+* ``DIR/day=YYYY-MM-DD/*.parquet``: Hive partitions by the UTC day of the *trace's* start (its
+  earliest span), so every span of a trace lies in one partition.
+* The files hold ``tracelens.schema.SPAN_SCHEMA`` as it is (times int64 ns, attributes as the
+  lossless ``map<string, string>`` plus ``json_attributes``) and ``seq``: the row's position in
+  the exported table.  Readers order by ``seq``, which gives back the exported table exactly
+  (Parquet readers, Spark's in particular, return files and rows in no fixed order).
+
+A directory of Parquet files without the layout file is read too (any table with the span
+columns); its rows are then ordered by ``CANONICAL_ORDER``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from tracelens.errors import InputError
+from tracelens.schema import COLUMNS, SCHEMA_VERSION, SPAN_SCHEMA
+
+LAYOUT_FILE: Final = "_tracelens_layout.json"
+LAYOUT_FORMAT: Final = "tracelens.spans.parquet"
+LAYOUT_VERSION: Final = 1
+SEQ: Final = "seq"  # the row's position in the exported table
+PARTITION: Final = "day"  # UTC day (YYYY-MM-DD) of the trace's earliest span start
+# How rows of a table without ``seq`` are ordered (the embedded and the Spark engine alike).
+CANONICAL_ORDER: Final = ("trace_id", "start_ns", "end_ns", "span_id", "parent_span_id", "name")
+
+
+@dataclass(frozen=True)
+class Exported:
+    path: Path
+    spans: int
+    traces: int
+    partitions: int
+
+
+def is_span_set(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a directory holding a tracelens Parquet span set."""
+    return (Path(path) / LAYOUT_FILE).is_file()
+
+
+def layout(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The layout file of a span set, checked; ``InputError`` names what is wrong."""
+    where = Path(path) / LAYOUT_FILE
+    try:
+        doc = json.loads(where.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InputError(
+            os.fspath(path), f"not a tracelens Parquet span set (no {LAYOUT_FILE})"
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise InputError(os.fspath(where), f"unreadable layout file: {exc}") from None
+    if not isinstance(doc, dict) or doc.get("format") != LAYOUT_FORMAT:
+        raise InputError(os.fspath(where), f"expected {LAYOUT_FORMAT!r}", field="format")
+    version = doc.get("version")
+    if not isinstance(version, int) or version > LAYOUT_VERSION or version < 1:
+        raise InputError(
+            os.fspath(where),
+            f"layout {version!r}; this tracelens reads 1 to {LAYOUT_VERSION}",
+            field="version",
+        )
+    return doc
+
+
+def trace_days(spans: pa.Table) -> pa.Array:
+    """Per row, the UTC day (YYYY-MM-DD) of its trace's earliest span start."""
+    if spans.num_rows == 0:
+        return pa.array([], pa.string())
+    first = spans.group_by("trace_id").aggregate([("start_ns", "min")])
+    starts = first["start_ns_min"].cast(pa.timestamp("ns", tz="UTC"))
+    days = pc.strftime(starts, format="%Y-%m-%d")
+    index = pc.index_in(spans["trace_id"], value_set=first["trace_id"])
+    return pc.take(days, index).combine_chunks()
+
+
+def write_parquet(
+    spans: pa.Table, parquet: str | os.PathLike[str], *, max_rows_per_file: int = 1_000_000
+) -> Exported:
+    """Write ``spans`` (the span table) as a span set in the new or empty directory ``parquet``."""
+    out = Path(parquet)
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise InputError(os.fspath(out), "exists and is not an empty directory")
+    table = spans.select(list(COLUMNS)).cast(SPAN_SCHEMA)
+    table = table.append_column(SEQ, pa.array(range(table.num_rows), pa.int64()))
+    table = table.append_column(PARTITION, trace_days(table))
+    out.mkdir(parents=True, exist_ok=True)
+    ds.write_dataset(
+        table,
+        out,
+        format="parquet",
+        partitioning=ds.partitioning(pa.schema([(PARTITION, pa.string())]), flavor="hive"),
+        basename_template="part-{i}.parquet",
+        preserve_order=True,
+        max_rows_per_file=max_rows_per_file,
+        max_rows_per_group=min(max_rows_per_file, 128 * 1024),
+        existing_data_behavior="error",
+    )
+    traces = pc.count_distinct(table["trace_id"]).as_py() if table.num_rows else 0
+    days = pc.unique(table[PARTITION]).to_pylist()
+    doc = {
+        "format": LAYOUT_FORMAT,
+        "version": LAYOUT_VERSION,
+        "span_schema_version": SCHEMA_VERSION,
+        "partitioning": {
+            "flavor": "hive",
+            "column": PARTITION,
+            "meaning": "UTC day (YYYY-MM-DD) of the trace's earliest span start",
+        },
+        "order": SEQ,
+        "spans": table.num_rows,
+        "traces": traces,
+        "days": sorted(days),
+    }
+    (out / LAYOUT_FILE).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    return Exported(path=out, spans=table.num_rows, traces=traces, partitions=len(days))
+
+
+def order_indices(table: pa.Table, keys: list[str]) -> pa.Array:
+    """Row order by ``keys`` ascending, nulls last (as ``is_null`` then the value: Spark's
+    ascending sort puts nulls first unless told, and so may other engines)."""
+    cols: dict[str, Any] = {}
+    for k in keys:
+        col = table[k]
+        cols[f"{k}:null"] = pc.is_null(col)
+        cols[k] = col
+    helper = pa.table(cols)
+    return pc.sort_indices(helper, sort_keys=[(k, "ascending") for k in helper.column_names])
+
+
+def read_parquet(parquet: str | os.PathLike[str], columns: Sequence[str] | None = None) -> pa.Table:
+    """The span table of a span set (in its ``seq`` order) or of any Parquet directory or file
+    with the span columns (in ``CANONICAL_ORDER``)."""
+    path = Path(parquet)
+    if not path.exists():
+        raise InputError(os.fspath(path), "no such file or directory")
+    cols = list(columns) if columns else list(COLUMNS)
+    unknown = [c for c in cols if c not in COLUMNS]
+    if unknown:
+        raise ValueError(f"unknown span columns: {', '.join(unknown)}")
+    ours = path.is_dir() and is_span_set(path)
+    if ours:
+        layout(path)
+    try:
+        dataset = ds.dataset(path, format="parquet", partitioning="hive")
+        names = set(dataset.schema.names)
+        order = [SEQ] if ours else [c for c in CANONICAL_ORDER if c not in cols]
+        missing = [c for c in [*cols, *order] if c not in names]
+        if missing:
+            raise InputError(os.fspath(path), f"no column(s) {', '.join(missing)}")
+        table = dataset.to_table(columns=[*cols, *order])
+    except (pa.ArrowInvalid, OSError) as exc:
+        raise InputError(os.fspath(path), f"cannot read as Parquet: {exc}") from None
+    table = table.take(order_indices(table, [SEQ] if ours else list(CANONICAL_ORDER)))
+    return table.select(cols).cast(pa.schema([SPAN_SCHEMA.field(c) for c in cols]))
