@@ -28,6 +28,7 @@ LIBRARY: dict[str, Callable[..., Any]] = {
     "analyze": api.analyze,
     "collect": api.collect,
     "demo": api.run_demo,
+    "diff": api.diff,
     "import": api.import_files,
     "report": api.write_report,
 }
@@ -39,6 +40,9 @@ CLI_ONLY: dict[tuple[str, str], str] = {
     "to_json()",
     ("analyze", "out"): "where the command prints it (a file instead of standard output)",
     ("demo", "summary_json"): "the command saves the DemoSummary it gets back (to_dict()) there",
+    ("diff", "format_"): "how the command prints the Diff it gets back: to_text(), to_json() or "
+    "to_html()",
+    ("diff", "out"): "where the command prints it (a file instead of standard output)",
 }
 
 
@@ -107,6 +111,7 @@ def test_the_top_level_names_are_the_library_calls() -> None:
         "analyze",
         "collect",
         "configure",
+        "diff",
         "flush",
         "import_files",
         "run_demo",
@@ -114,7 +119,15 @@ def test_the_top_level_names_are_the_library_calls() -> None:
         "write_report",
         "write_weekly",
     ]
-    for name in ("analyze", "collect", "import_files", "run_demo", "write_report", "write_weekly"):
+    for name in (
+        "analyze",
+        "collect",
+        "diff",
+        "import_files",
+        "run_demo",
+        "write_report",
+        "write_weekly",
+    ):
         assert getattr(tracelens, name) is getattr(api, name)
     for name in ("configure", "flush", "trace"):
         assert getattr(tracelens, name) is getattr(tracelens_instrumentation, name)

@@ -2,9 +2,9 @@
 
 ``from tracelens import trace, configure`` is all an application needs; it loads only the light
 instrumentation (no DuckDB, Polars or Arrow).  The library calls, one per command with the
-command's option names as parameters (``tracelens.analyze``, ``import_files``, ``write_report``
-for ``tracelens report``, ``write_weekly``, ``collect``, ``run_demo``), are loaded from
-``tracelens.api`` on first use.
+command's option names as parameters (``tracelens.analyze``, ``diff``, ``import_files``,
+``write_report`` for ``tracelens report``, ``write_weekly``, ``collect``, ``run_demo``), are
+loaded from ``tracelens.api`` on first use.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from tracelens.api import (
         analyze,
         collect,
+        diff,
         import_files,
         run_demo,
         write_report,
@@ -26,12 +27,21 @@ if TYPE_CHECKING:
     )
 
 _INSTRUMENTATION = ("configure", "flush", "trace")
-_API = ("analyze", "collect", "import_files", "run_demo", "write_report", "write_weekly")
+_API = (
+    "analyze",
+    "collect",
+    "diff",
+    "import_files",
+    "run_demo",
+    "write_report",
+    "write_weekly",
+)
 
 __all__ = [
     "analyze",
     "collect",
     "configure",
+    "diff",
     "flush",
     "import_files",
     "run_demo",

@@ -19,6 +19,7 @@ _COMMANDS: dict[str, str] = {
     "collect": "tracelens.cli.collect:collect",
     "report": "tracelens.cli.report:report",
     "demo": "tracelens.cli.demo:demo",
+    "diff": "tracelens.cli.diff:diff",
 }
 
 
