@@ -201,6 +201,7 @@ def diff(
     resamples: int = 20_000,
     seed: int = 0,
     min_traces: int = 20,
+    min_delta_ms: float = 1.0,
     bar: Progress | None = None,
 ) -> Diff:
     """What got slower from ``base`` to ``new``, why, and whether it is real: the library form
@@ -228,6 +229,8 @@ def diff(
         raise OptionError(f"--resamples: {resamples} is fewer than 100")
     if min_traces < 2:
         raise OptionError(f"--min-traces: {min_traces} is fewer than 2")
+    if min_delta_ms < 0:
+        raise OptionError(f"--min-delta-ms: {min_delta_ms} is negative")
     now_ns = time.time_ns()
     sides = _diff_sides(base, new, db, (base_since, base_until), (since, until), now_ns)
     bar = bar or Progress(enabled=False)
@@ -257,6 +260,7 @@ def diff(
         confidence=confidence,
         seed=seed,
         min_traces=min_traces,
+        min_delta_ms=min_delta_ms,
         rules=rules,
         base_label=labels[0],
         new_label=labels[1],

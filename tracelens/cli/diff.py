@@ -63,6 +63,13 @@ _WHEN = "An ISO 8601 instant (UTC unless it says otherwise) or a duration ago: 3
     show_default=True,
     help="Traces a run needs before its percentiles are judged (p95 needs 100, p99 500).",
 )
+@click.option(
+    "--min-delta-ms",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Smaller changes are never significant, however sure.",
+)
 @click.option("--keep-going", is_flag=True, help="Compare the other files when one is bad.")
 @findings_option
 def diff(
@@ -81,6 +88,7 @@ def diff(
     resamples: int,
     seed: int,
     min_traces: int,
+    min_delta_ms: float,
     keep_going: bool,
     findings: bool,
 ) -> None:
@@ -112,6 +120,7 @@ def diff(
                 resamples=resamples,
                 seed=seed,
                 min_traces=min_traces,
+                min_delta_ms=min_delta_ms,
                 bar=bar,
             )
     except OptionError as exc:

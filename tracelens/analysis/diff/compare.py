@@ -6,7 +6,8 @@ confidence interval for the change (traces resampled, each run on its own) and a
 intervals are Bonferroni-corrected over every comparison made, so that "no regression" holds
 for the whole diff with the stated confidence, not for each line of it: an A/A comparison of
 two runs of the same code should flag nothing.  A percentile is judged only when both runs have
-``min_traces`` traces and at least ``MIN_TAIL`` of them above it (p95 needs 100, p99 500).
+``min_traces`` traces and at least ``MIN_TAIL`` of them above it (p95 needs 100, p99 500), and
+a change smaller than ``min_delta_ms`` is never significant.
 
 Attribution: for each percentile, the traces around it in each run (the band: percentiles
 ``q - d`` to ``q + d`` with ``d = BAND * min(q, 1 - q)``, at least ``MIN_BAND`` traces) are
@@ -45,6 +46,7 @@ from tracelens.analysis.kinds import KINDS
 RESAMPLES = 20_000
 CONFIDENCE = 0.95
 MIN_TRACES = 20
+MIN_DELTA_MS = 1.0
 MIN_TAIL = 5
 BAND = 0.2
 MIN_BAND = 5
@@ -76,6 +78,7 @@ def compare(
     confidence: float = CONFIDENCE,
     seed: int = 0,
     min_traces: int = MIN_TRACES,
+    min_delta_ms: float = MIN_DELTA_MS,
     rules: Sequence[Rule] = (),
     base_label: str = "base",
     new_label: str = "new",
@@ -106,11 +109,11 @@ def compare(
         for _, _, lat, per_op in pending_roots
         for p in [*lat, *(x for xs in per_op for x in xs)]
     )
-    method = Method(resamples, confidence, judged, seed, min_traces)
+    method = Method(resamples, confidence, judged, seed, min_traces, min_delta_ms)
     alpha = 1.0 - method.per_comparison_confidence
     roots = []
     for (b, n, lat, per_op), ops in zip(pending_roots, ops_of, strict=True):
-        judged_latency = tuple(_judge(p, alpha) for p in lat)
+        judged_latency = tuple(_judge(p, alpha, min_delta_ms) for p in lat)
         roots.append(
             RootDiff(
                 service=b.root[0],
@@ -121,7 +124,12 @@ def compare(
                 attribution=tuple(_attribute(b, n, c) for c in judged_latency),
                 operations=tuple(
                     OperationDiff(
-                        op[0], op[1], kind, on_b, on_n, tuple(_judge(p, alpha) for p in ps)
+                        op[0],
+                        op[1],
+                        kind,
+                        on_b,
+                        on_n,
+                        tuple(_judge(p, alpha, min_delta_ms) for p in ps),
                     )
                     for (op, kind, on_b, on_n), ps in zip(ops, per_op, strict=True)
                 ),
@@ -169,11 +177,19 @@ def _changes(
     return out
 
 
-def _judge(p: _Pending, alpha: float) -> Change:
+def _judge(p: _Pending, alpha: float, min_delta_ms: float) -> Change:
+    """Significant: the whole interval on one side of zero, and a change of at least
+    ``min_delta_ms`` (a real but sub-millisecond shift is not news)."""
     if p.draws is None:
         return Change(p.metric, p.base_ms, p.new_ms, None, None, Verdict.TOO_FEW)
     lo, hi = (float(v) for v in np.quantile(p.draws, [alpha / 2, 1 - alpha / 2]))
-    verdict = Verdict.REGRESSION if lo > 0 else Verdict.IMPROVEMENT if hi < 0 else Verdict.UNCHANGED
+    big = abs(p.new_ms - p.base_ms) >= min_delta_ms
+    if lo > 0 and big:
+        verdict = Verdict.REGRESSION
+    elif hi < 0 and big:
+        verdict = Verdict.IMPROVEMENT
+    else:
+        verdict = Verdict.UNCHANGED
     return Change(p.metric, p.base_ms, p.new_ms, lo, hi, verdict)
 
 

@@ -17,8 +17,8 @@ SCHEMA = "tracelens.diff/1"
 class Verdict(str, Enum):
     """What a change is, once noise is accounted for."""
 
-    REGRESSION = "regression"  # the whole confidence interval is above zero
-    IMPROVEMENT = "improvement"  # the whole confidence interval is below zero
+    REGRESSION = "regression"  # the whole confidence interval above zero, and >= min_delta_ms
+    IMPROVEMENT = "improvement"  # the whole confidence interval below zero, and >= min_delta_ms
     UNCHANGED = "unchanged"  # the interval holds zero: not distinguishable from noise
     TOO_FEW = "too_few"  # too few traces in a run to judge this percentile
 
@@ -228,6 +228,7 @@ class Method:
     comparisons: int
     seed: int
     min_traces: int
+    min_delta_ms: float
 
     @property
     def per_comparison_confidence(self) -> float:
@@ -245,6 +246,7 @@ class Method:
             "per_comparison_confidence": round(self.per_comparison_confidence, 6),
             "seed": self.seed,
             "min_traces": self.min_traces,
+            "min_delta_ms": self.min_delta_ms,
         }
 
 
