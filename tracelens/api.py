@@ -252,6 +252,7 @@ def diff(
         profiles.append(profile(analysis))
         labels.append(_side_label(files, store, window))
         errors.extend(analysis.errors)
+        del analysis  # only the small profile is kept: one analysis in memory at a time
     bar.set_label("comparing")
     result = compare(
         profiles[0],
