@@ -28,6 +28,7 @@ LIBRARY: dict[str, Callable[..., Any]] = {
     "analyze": api.analyze,
     "collect": api.collect,
     "demo": api.run_demo,
+    "diff": api.diff,
     "export": api.export,
     "import": api.import_files,
     "report": api.write_report,
@@ -42,6 +43,9 @@ CLI_ONLY: dict[tuple[str, str], str] = {
     ("analyze", "out"): "where the command prints it (a file instead of standard output)",
     ("demo", "summary_json"): "the command saves the DemoSummary it gets back (to_dict()) there",
     ("size", "format_"): "how the command prints the Sizing it gets back: text or to_dict()",
+    ("diff", "format_"): "how the command prints the Diff it gets back: to_text(), to_json() or "
+    "to_html()",
+    ("diff", "out"): "where the command prints it (a file instead of standard output)",
 }
 
 
@@ -110,6 +114,7 @@ def test_the_top_level_names_are_the_library_calls() -> None:
         "analyze",
         "collect",
         "configure",
+        "diff",
         "export",
         "flush",
         "import_files",
@@ -119,7 +124,17 @@ def test_the_top_level_names_are_the_library_calls() -> None:
         "write_report",
         "write_weekly",
     ]
-    for name in ("analyze", "collect", "export", "import_files", "run_demo", "size"):
+    for name in (
+        "analyze",
+        "collect",
+        "diff",
+        "export",
+        "import_files",
+        "run_demo",
+        "size",
+        "write_report",
+        "write_weekly",
+    ):
         assert getattr(tracelens, name) is getattr(api, name)
     for name in ("configure", "flush", "trace"):
         assert getattr(tracelens, name) is getattr(tracelens_instrumentation, name)

@@ -2,9 +2,9 @@
 
 ``from tracelens import trace, configure`` is all an application needs; it loads only the light
 instrumentation (no DuckDB, Polars or Arrow).  The library calls, one per command with the
-command's option names as parameters (``tracelens.analyze``, ``import_files``, ``write_report``
-for ``tracelens report``, ``write_weekly``, ``collect``, ``export``, ``run_demo``, ``size``),
-are loaded from ``tracelens.api`` on first use.
+command's option names as parameters (``tracelens.analyze``, ``diff``, ``import_files``,
+``write_report`` for ``tracelens report``, ``write_weekly``, ``collect``, ``export``,
+``run_demo``, ``size``), are loaded from ``tracelens.api`` on first use.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from tracelens.api import (
         analyze,
         collect,
+        diff,
         export,
         import_files,
         run_demo,
@@ -31,6 +32,7 @@ _INSTRUMENTATION = ("configure", "flush", "trace")
 _API = (
     "analyze",
     "collect",
+    "diff",
     "export",
     "import_files",
     "run_demo",
@@ -43,6 +45,7 @@ __all__ = [
     "analyze",
     "collect",
     "configure",
+    "diff",
     "export",
     "flush",
     "import_files",

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
     from tracelens._reports import Written, weeks_in, write_report, write_weekly
     from tracelens.analysis import Analysis
+    from tracelens.analysis.diff import Diff
     from tracelens.collector import CollectorConfig
     from tracelens.collector.service import Announce
     from tracelens.demo import DemoSummary
@@ -38,6 +39,7 @@ __all__ = [
     "Written",
     "analyze",
     "collect",
+    "diff",
     "import_files",
     "load_spans",
     "run_demo",
@@ -235,6 +237,208 @@ def import_files(
             warnings=list(result.warnings),
             errors=list(result.errors),
         )
+
+
+PathArg = str | os.PathLike[str]
+
+
+def diff(
+    base: PathArg | Sequence[PathArg] | None = None,
+    new: PathArg | Sequence[PathArg] | None = None,
+    *,
+    db: str | None = None,
+    base_since: str | None = None,
+    base_until: str | None = None,
+    since: str | None = None,
+    until: str | None = None,
+    input_format: str | None = None,
+    keep_going: bool = False,
+    findings: bool = True,
+    fail_on: str | None = None,
+    confidence: float = 0.95,
+    resamples: int = 20_000,
+    seed: int = 0,
+    min_traces: int = 20,
+    min_delta_ms: float = 1.0,
+    bar: Progress | None = None,
+) -> Diff:
+    """What got slower from ``base`` to ``new``, why, and whether it is real: the library form
+    of ``tracelens diff``.
+
+    ``base`` and ``new`` are each a trace file, a list of them, a directory (its files) or a
+    DuckDB store; with neither, both are time windows of the store ``db``: ``base_since`` /
+    ``base_until`` and ``since`` / ``until`` (ISO 8601 instants, UTC unless they say otherwise,
+    or ``30m``, ``24h``, ``7d`` meaning that long ago; a window holds the traces that started in
+    it, until excluded).  Windows also apply to a store given as ``base`` or ``new``.
+
+    ``fail_on`` rules (``"p95>+10%,p99>+200ms"``, see ``tracelens.analysis.diff.rules``) set
+    ``Diff.failed`` when a significant regression of a root operation exceeds one.
+    ``OptionError`` for parameters that cannot work, ``InputError`` for a bad file (unless
+    ``keep_going``).
+    """
+    import time
+
+    from tracelens.analysis.diff import compare, parse_rules, profile
+
+    rules = parse_rules(fail_on)
+    if not 0 < confidence < 1:
+        raise OptionError(f"--confidence: {confidence} is not between 0 and 1")
+    if resamples < 100:
+        raise OptionError(f"--resamples: {resamples} is fewer than 100")
+    if min_traces < 2:
+        raise OptionError(f"--min-traces: {min_traces} is fewer than 2")
+    if min_delta_ms < 0:
+        raise OptionError(f"--min-delta-ms: {min_delta_ms} is negative")
+    now_ns = time.time_ns()
+    sides = _diff_sides(base, new, db, (base_since, base_until), (since, until), now_ns)
+    bar = bar or Progress(enabled=False)
+    profiles, labels, errors = [], [], []
+    for which, (files, store, window) in zip(("base", "new"), sides, strict=True):
+        bar.set_label(f"{which}: loading")
+        analysis = analyze(
+            files,
+            db=store,
+            input_format=input_format,
+            keep_going=keep_going,
+            findings=findings,
+            start_ns=window[0],
+            end_ns=window[1],
+            bar=bar,
+        )
+        if analysis.traces.traces.height == 0:
+            raise TracelensError(f"{which}: no traces in {_side_label(files, store, window)}")
+        profiles.append(profile(analysis))
+        labels.append(_side_label(files, store, window))
+        errors.extend(analysis.errors)
+        del analysis  # only the small profile is kept: one analysis in memory at a time
+    bar.set_label("comparing")
+    result = compare(
+        profiles[0],
+        profiles[1],
+        resamples=resamples,
+        confidence=confidence,
+        seed=seed,
+        min_traces=min_traces,
+        min_delta_ms=min_delta_ms,
+        rules=rules,
+        base_label=labels[0],
+        new_label=labels[1],
+    )
+    result.errors = errors
+    return result
+
+
+Side = tuple[list[str], str | None, tuple[int | None, int | None]]
+
+
+def _diff_sides(
+    base: PathArg | Sequence[PathArg] | None,
+    new: PathArg | Sequence[PathArg] | None,
+    db: str | None,
+    base_window: tuple[str | None, str | None],
+    new_window: tuple[str | None, str | None],
+    now_ns: int,
+) -> tuple[Side, Side]:
+    """(files, store, window) for each side; ``OptionError`` for what cannot be compared."""
+    bw = (
+        _instant("--base-since", base_window[0], now_ns),
+        _instant("--base-until", base_window[1], now_ns),
+    )
+    nw = (_instant("--since", new_window[0], now_ns), _instant("--until", new_window[1], now_ns))
+    for name, (lo, hi) in (("--base-since/--base-until", bw), ("--since/--until", nw)):
+        if lo is not None and hi is not None and lo >= hi:
+            raise OptionError(f"{name}: the window ends before it starts")
+    if base is None and new is None:
+        if bw == (None, None) and nw == (None, None):
+            raise OptionError(
+                "give BASE and NEW (files, directories or stores), or time windows of one "
+                "store: --base-since/--base-until and --since/--until"
+            )
+        return ([], db, bw), ([], db, nw)
+    if base is None or new is None:
+        raise OptionError("give both BASE and NEW, or neither (time windows of --db)")
+    if db is not None:
+        raise OptionError(
+            "--db names the store whose windows are compared; with BASE and NEW given, name "
+            "the stores as BASE and NEW"
+        )
+    return _side("BASE", base, bw), _side("NEW", new, nw)
+
+
+def _side(
+    what: str, arg: PathArg | Sequence[PathArg], window: tuple[int | None, int | None]
+) -> Side:
+    from pathlib import Path
+
+    paths: list[PathArg] = [arg] if isinstance(arg, (str, os.PathLike)) else list(arg)
+    if not paths:
+        raise OptionError(f"{what}: no files")
+    if len(paths) == 1:
+        path = Path(os.fspath(paths[0]))
+        if path.is_dir():
+            paths = sorted(
+                (p for p in path.iterdir() if p.is_file() and not p.name.startswith(".")),
+                key=str,
+            )
+            if not paths:
+                raise OptionError(f"{what}: {path} holds no files")
+        elif _is_store(path):
+            return [], str(path), window
+        elif not path.exists():
+            raise OptionError(f"{what}: {path} does not exist")
+    if window != (None, None):
+        raise OptionError(f"{what} is a file set: time windows apply to stores only")
+    return [os.fspath(p) for p in paths], None, (None, None)
+
+
+def _is_store(path: os.PathLike[str]) -> bool:
+    """A DuckDB database file: its header holds the magic bytes ``DUCK`` at offset 8."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(12)[8:12] == b"DUCK"
+    except OSError:
+        return False
+
+
+def _instant(option: str, text: str | None, now_ns: int) -> int | None:
+    """``text`` as ns since the epoch: an ISO 8601 instant (UTC unless it gives an offset), or a
+    duration before ``now_ns`` (``90s``, ``30m``, ``24h``, ``7d``, ``2w``)."""
+    import re
+    from datetime import datetime, timezone
+
+    if text is None:
+        return None
+    s = text.strip()
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", s)
+    if m:
+        unit = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}[m[2]]
+        return now_ns - int(float(m[1]) * unit * 10**9)
+    try:
+        when = datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s)
+    except ValueError:
+        raise OptionError(
+            f"{option}: {text!r} is neither an ISO 8601 instant (2026-03-01T12:00Z) nor a "
+            "duration ago (30m, 24h, 7d)"
+        ) from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return int(when.timestamp()) * 10**9 + when.microsecond * 1000
+
+
+def _side_label(files: list[str], store: str | None, window: tuple[int | None, int | None]) -> str:
+    from datetime import datetime, timezone
+
+    def at(ns: int | None) -> str:
+        if ns is None:
+            return "…"
+        return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+
+    if store is not None or not files:
+        where = f"store {store or default_db_path()}"
+        return where if window == (None, None) else f"{where} [{at(window[0])}, {at(window[1])})"
+    if len(files) == 1:
+        return files[0]
+    return f"{len(files)} files ({files[0]}, …)"
 
 
 def _announce(line: str) -> None:

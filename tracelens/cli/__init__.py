@@ -21,6 +21,7 @@ _COMMANDS: dict[str, str] = {
     "demo": "tracelens.cli.demo:demo",
     "size": "tracelens.cli.size:size",
     "export": "tracelens.cli.export:export",
+    "diff": "tracelens.cli.diff:diff",
 }
 
 

@@ -18,14 +18,18 @@ import polars as pl
 
 from tracelens.analysis import Analysis
 from tracelens.analysis import summary as s
+from tracelens.analysis.diff import Change, RootDiff, Verdict, profile
+from tracelens.analysis.diff import compare as compare_runs
+from tracelens.analysis.diff.profile import Profile
 from tracelens.analysis.kinds import KINDS
 from tracelens.report import model
 
 WEEK_NS = 7 * 86_400 * 10**9
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 
-# A regression: p95 up by THRESHOLD or more, with MIN_SAMPLES spans (or traces) in both weeks
-# and at least MIN_DELTA_MS of absolute change (a 0.1 ms span doubling is noise, not news).
+# A regression: a significant rise (tracelens diff: bootstrap intervals over the traces,
+# Bonferroni-corrected over the week's comparisons) of THRESHOLD or more at p50, p95 or p99,
+# with MIN_SAMPLES traces in both weeks and at least MIN_DELTA_MS of change.
 THRESHOLD = 0.10
 MIN_SAMPLES = 20
 MIN_DELTA_MS = 1.0
@@ -69,6 +73,7 @@ class WeekStats:
     share: dict[str, float]
     critical_ms: dict[str, float]
     ops: pl.DataFrame  # service, name, count, p50_ms, p95_ms, p99_ms, critical_ms
+    profile: Profile  # what the comparison with the next week needs
 
 
 def week_stats(week: str, analysis: Analysis) -> WeekStats:
@@ -96,6 +101,7 @@ def week_stats(week: str, analysis: Analysis) -> WeekStats:
         share=summ["critical_path_share"],
         critical_ms=summ["critical_path_ms"],
         ops=ops,
+        profile=profile(analysis),
     )
 
 
@@ -113,7 +119,16 @@ def compare(
     min_samples: int = MIN_SAMPLES,
     min_delta_ms: float = MIN_DELTA_MS,
 ) -> dict[str, Any]:
-    """Week-over-week changes of ``cur`` against ``prev``, regressions flagged."""
+    """Week-over-week changes of ``cur`` against ``prev``: the figures of both weeks, and the
+    regressions as ``tracelens diff`` judges them (the same comparison code)."""
+    diff = compare_runs(
+        prev.profile,
+        cur.profile,
+        min_traces=min_samples,
+        min_delta_ms=min_delta_ms,
+        base_label=prev.week,
+        new_label=cur.week,
+    )
     enough = prev.traces >= min_samples and cur.traces >= min_samples
     overall: list[dict[str, Any]] = [
         {
@@ -124,14 +139,45 @@ def compare(
         }
         for q in ("p50", "p95", "p99")
     ]
-    p95_delta = overall[1]["delta"]
-    overall_flag = bool(
-        enough
-        and p95_delta is not None
-        and p95_delta >= threshold
-        and cur.latency["p95"] - prev.latency["p95"] >= min_delta_ms
+    overall_flag = any(
+        _moved(c, Verdict.REGRESSION, threshold) for root in diff.roots for c in root.latency
     )
-    ops = _op_changes(prev.ops, cur.ops, threshold, min_samples, min_delta_ms)
+    changed = {
+        verdict: _op_moves(diff.roots, verdict, threshold)
+        for verdict in (Verdict.REGRESSION, Verdict.IMPROVEMENT)
+    }
+    regressions, improvements = changed[Verdict.REGRESSION], changed[Verdict.IMPROVEMENT]
+    flagged = {(r["service"], r["name"]) for r in regressions}
+    keys = ["service", "name"]
+    both = (
+        cur.ops.join(prev.ops, on=keys, how="inner", suffix="_prev")
+        .with_columns(
+            *[
+                pl.when(pl.col(f"{q}_ms_prev") > 0)
+                .then(pl.col(f"{q}_ms") / pl.col(f"{q}_ms_prev") - 1)
+                .otherwise(None)
+                .alias(f"{q}_delta")
+                for q in ("p50", "p95", "p99")
+            ]
+        )
+        .sort(["critical_ms", "count", "service", "name"], descending=[True, True, False, False])
+    )
+    table = both.to_dicts()
+    for row in table:
+        row["regressed"] = (row["service"], row["name"]) in flagged
+    p95_of = {(r["service"], r["name"]): r["p95_ms"] for r in cur.ops.iter_rows(named=True)}
+    new = [
+        {
+            "service": o.service,
+            "name": o.name,
+            "count": o.count,
+            "p95_ms": p95_of.get((o.service, o.name)),
+        }
+        for o in diff.new_operations
+    ]
+    gone = [
+        {"service": o.service, "name": o.name, "count": o.count} for o in diff.vanished_operations
+    ]
     return {
         "prev_week": prev.week,
         "prev_traces": prev.traces,
@@ -151,55 +197,52 @@ def compare(
         ],
         "threshold": threshold,
         "min_samples": min_samples,
-        **ops,
+        "regressions": regressions[:TOP_CHANGES],
+        "regression_count": len(regressions),
+        "improvements": improvements[:TOP_CHANGES],
+        "improvement_count": len(improvements),
+        "ops": table[:TOP_CHANGES],
+        "ops_hidden": max(len(table) - TOP_CHANGES, 0),
+        "new": new[:TOP_CHANGES],
+        "new_count": len(new),
+        "gone": gone[:TOP_CHANGES],
+        "gone_count": len(gone),
+        "headlines": [
+            a.headline()
+            for root in diff.roots
+            for c, a in zip(root.latency, root.attribution, strict=True)
+            if _moved(c, Verdict.REGRESSION, threshold)
+        ],
     }
 
 
-def _op_changes(
-    prev: pl.DataFrame, cur: pl.DataFrame, threshold: float, min_samples: int, min_delta_ms: float
-) -> dict[str, Any]:
-    keys = ["service", "name"]
-    both = cur.join(prev, on=keys, how="inner", suffix="_prev")
-    rel = {
-        q: pl.when(pl.col(f"{q}_ms_prev") > 0)
-        .then(pl.col(f"{q}_ms") / pl.col(f"{q}_ms_prev") - 1)
-        .otherwise(None)
-        .alias(f"{q}_delta")
-        for q in ("p50", "p95", "p99")
-    }
-    enough = (pl.col("count") >= min_samples) & (pl.col("count_prev") >= min_samples)
-    moved = (pl.col("p95_ms") - pl.col("p95_ms_prev")).abs() >= min_delta_ms
-    both = both.with_columns(*rel.values()).with_columns(
-        (enough & moved & (pl.col("p95_delta") >= threshold)).fill_null(False).alias("regressed"),
-        (enough & moved & (pl.col("p95_delta") <= -threshold)).fill_null(False).alias("improved"),
-    )
-    regressions = both.filter(pl.col("regressed")).sort(
-        ["p95_delta", "service", "name"], descending=[True, False, False]
-    )
-    improvements = both.filter(pl.col("improved")).sort(
-        ["p95_delta", "service", "name"], descending=[False, False, False]
-    )
-    table = both.sort(
-        ["critical_ms", "count", "service", "name"], descending=[True, True, False, False]
-    )
-    new = cur.join(prev, on=keys, how="anti").sort(
-        ["count", "service", "name"], descending=[True, False, False]
-    )
-    gone = prev.join(cur, on=keys, how="anti").sort(
-        ["count", "service", "name"], descending=[True, False, False]
-    )
-    return {
-        "regressions": regressions.head(TOP_CHANGES).to_dicts(),
-        "regression_count": regressions.height,
-        "improvements": improvements.head(TOP_CHANGES).to_dicts(),
-        "improvement_count": improvements.height,
-        "ops": table.head(TOP_CHANGES).to_dicts(),
-        "ops_hidden": max(table.height - TOP_CHANGES, 0),
-        "new": new.head(TOP_CHANGES).to_dicts(),
-        "new_count": new.height,
-        "gone": gone.head(TOP_CHANGES).to_dicts(),
-        "gone_count": gone.height,
-    }
+def _moved(c: Change, verdict: Verdict, threshold: float) -> bool:
+    return c.verdict is verdict and c.relative is not None and abs(c.relative) >= threshold
+
+
+def _op_moves(
+    roots: Sequence[RootDiff], verdict: Verdict, threshold: float
+) -> list[dict[str, Any]]:
+    """Operations whose critical-path time per trace moved significantly by ``threshold`` or
+    more at some percentile (the largest relative move of each), the largest first."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    for root in roots:
+        for op in root.operations:
+            for c in op.changes:
+                if not _moved(c, verdict, threshold):
+                    continue
+                key = (op.service, op.name)
+                if key not in best or abs(c.relative or 0) > abs(best[key]["relative"]):
+                    best[key] = {
+                        "service": op.service,
+                        "name": op.name,
+                        "metric": c.metric,
+                        "prev_ms": c.base_ms,
+                        "cur_ms": c.new_ms,
+                        "relative": c.relative,
+                        "traces": op.new_traces,
+                    }
+    return sorted(best.values(), key=lambda r: (-abs(r["relative"]), r["service"], r["name"]))
 
 
 def latency_trend(stats: list[WeekStats]) -> dict[str, Any]:

@@ -1,0 +1,273 @@
+"""``compare(base, new)``: two profiles in, one ``Diff`` out.  Pure: no I/O, seeded.
+
+Per root operation, the end-to-end latency's p50/p95/p99 and, per operation on its critical
+path, the percentiles of that operation's critical-path time per trace, each with a bootstrap
+confidence interval for the change (traces resampled, each run on its own) and a verdict.  The
+intervals are Bonferroni-corrected over every comparison made, so that "no regression" holds
+for the whole diff with the stated confidence, not for each line of it: an A/A comparison of
+two runs of the same code should flag nothing.  A percentile is judged only when both runs have
+``min_traces`` traces and at least ``MIN_TAIL`` of them above it (p95 needs 100, p99 500), and
+a change smaller than ``min_delta_ms`` is never significant.
+
+Attribution: for each percentile, the traces around it in each run (the band: percentiles
+``q - d`` to ``q + d`` with ``d = BAND * min(q, 1 - q)``, at least ``MIN_BAND`` traces) are
+compared by their mean critical-path time per operation and per kind.  Each trace's critical
+path partitions its latency, so the operations' changes add up to the change of the bands'
+mean latency, which the percentile's change approximates.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from tracelens.analysis.diff.bootstrap import percentile, resampled_percentiles
+from tracelens.analysis.diff.profile import Op, Profile, RootSample
+from tracelens.analysis.diff.result import (
+    Attribution,
+    Change,
+    Contribution,
+    Counted,
+    Diff,
+    Method,
+    OperationDiff,
+    RootDiff,
+    RuleOutcome,
+    Run,
+    Verdict,
+)
+from tracelens.analysis.diff.rules import QUANTILES, Rule
+from tracelens.analysis.kinds import KINDS
+
+RESAMPLES = 20_000
+CONFIDENCE = 0.95
+MIN_TRACES = 20
+MIN_DELTA_MS = 1.0
+MIN_TAIL = 5
+BAND = 0.2
+MIN_BAND = 5
+TOP_CONTRIBUTIONS = 10
+
+T = TypeVar("T")
+
+
+def needed(q: float, min_traces: int = MIN_TRACES) -> int:
+    """Traces a run needs for its ``q`` percentile to be judged."""
+    return max(min_traces, math.ceil(MIN_TAIL / (1.0 - q) - 1e-9))
+
+
+@dataclass
+class _Pending:
+    """A change waiting for its interval: the interval's level depends on how many there are."""
+
+    metric: str
+    base_ms: float
+    new_ms: float
+    draws: np.ndarray | None  # bootstrap draws of new - base; None when too few traces
+
+
+def compare(
+    base: Profile,
+    new: Profile,
+    *,
+    resamples: int = RESAMPLES,
+    confidence: float = CONFIDENCE,
+    seed: int = 0,
+    min_traces: int = MIN_TRACES,
+    min_delta_ms: float = MIN_DELTA_MS,
+    rules: Sequence[Rule] = (),
+    base_label: str = "base",
+    new_label: str = "new",
+) -> Diff:
+    """What changed from ``base`` to ``new`` (see the module's docstring for the method)."""
+    if resamples < 100:
+        raise ValueError("resamples: at least 100")
+    if not 0 < confidence < 1:
+        raise ValueError("confidence: between 0 and 1")
+    rng = np.random.default_rng(seed)
+    pending_roots: list[tuple[RootSample, RootSample, list[_Pending], list[list[_Pending]]]] = []
+    ops_of: list[list[tuple[Op, str, int, int]]] = []
+    for key in sorted(set(base.roots) & set(new.roots)):
+        b, n = base.roots[key], new.roots[key]
+        latency = _changes(b.latency_ms, n.latency_ms, resamples, min_traces, rng)
+        ops, per_op = [], []
+        for op, kind, bj, nj in _union_ops(b, n):
+            bv = b.op_values(bj) if bj >= 0 else np.zeros(b.traces)
+            nv = n.op_values(nj) if nj >= 0 else np.zeros(n.traces)
+            per_op.append(_changes(bv, nv, resamples, min_traces, rng))
+            ops.append(
+                (op, kind, b.op_on_path(bj) if bj >= 0 else 0, n.op_on_path(nj) if nj >= 0 else 0)
+            )
+        pending_roots.append((b, n, latency, per_op))
+        ops_of.append(ops)
+    judged = sum(
+        p.draws is not None
+        for _, _, lat, per_op in pending_roots
+        for p in [*lat, *(x for xs in per_op for x in xs)]
+    )
+    method = Method(resamples, confidence, judged, seed, min_traces, min_delta_ms)
+    alpha = 1.0 - method.per_comparison_confidence
+    roots = []
+    for (b, n, lat, per_op), ops in zip(pending_roots, ops_of, strict=True):
+        judged_latency = tuple(_judge(p, alpha, min_delta_ms) for p in lat)
+        roots.append(
+            RootDiff(
+                service=b.root[0],
+                name=b.root[1],
+                base_traces=b.traces,
+                new_traces=n.traces,
+                latency=judged_latency,
+                attribution=tuple(_attribute(b, n, c) for c in judged_latency),
+                operations=tuple(
+                    OperationDiff(
+                        op[0],
+                        op[1],
+                        kind,
+                        on_b,
+                        on_n,
+                        tuple(_judge(p, alpha, min_delta_ms) for p in ps),
+                    )
+                    for (op, kind, on_b, on_n), ps in zip(ops, per_op, strict=True)
+                ),
+            )
+        )
+    diff = Diff(
+        base=Run(base_label, base.traces, base.spans),
+        new=Run(new_label, new.traces, new.spans),
+        method=method,
+        roots=tuple(roots),
+        new_roots=_only(new.roots, base.roots, lambda s: s.traces),
+        vanished_roots=_only(base.roots, new.roots, lambda s: s.traces),
+        new_operations=_only(new.operations, base.operations, lambda c: c),
+        vanished_operations=_only(base.operations, new.operations, lambda c: c),
+        appeared_findings=tuple(f for k, f in new.findings.items() if k not in base.findings),
+        vanished_findings=tuple(f for k, f in base.findings.items() if k not in new.findings),
+        warnings=[*(f"base: {w}" for w in base.warnings), *(f"new: {w}" for w in new.warnings)],
+    )
+    diff.rules = tuple(
+        RuleOutcome(rule.text, root.service, root.name, change, _trips(rule, change))
+        for rule in rules
+        for root in diff.roots
+        for change in root.latency
+        if change.metric == rule.metric
+    )
+    return diff
+
+
+def _trips(rule: Rule, change: Change) -> bool:
+    return change.verdict is Verdict.REGRESSION and rule.exceeded(change.base_ms, change.delta_ms)
+
+
+def _changes(
+    base: np.ndarray, new: np.ndarray, resamples: int, min_traces: int, rng: np.random.Generator
+) -> list[_Pending]:
+    bs, ns = np.sort(base), np.sort(new)
+    out = []
+    for metric, q in QUANTILES.items():
+        draws = None
+        if min(len(bs), len(ns)) >= needed(q, min_traces):
+            draws = resampled_percentiles(ns, q, resamples, rng) - resampled_percentiles(
+                bs, q, resamples, rng
+            )
+        out.append(_Pending(metric, percentile(bs, q), percentile(ns, q), draws))
+    return out
+
+
+def _judge(p: _Pending, alpha: float, min_delta_ms: float) -> Change:
+    """Significant: the whole interval on one side of zero, and a change of at least
+    ``min_delta_ms`` (a real but sub-millisecond shift is not news)."""
+    if p.draws is None:
+        return Change(p.metric, p.base_ms, p.new_ms, None, None, Verdict.TOO_FEW)
+    lo, hi = (float(v) for v in np.quantile(p.draws, [alpha / 2, 1 - alpha / 2]))
+    big = abs(p.new_ms - p.base_ms) >= min_delta_ms
+    if lo > 0 and big:
+        verdict = Verdict.REGRESSION
+    elif hi < 0 and big:
+        verdict = Verdict.IMPROVEMENT
+    else:
+        verdict = Verdict.UNCHANGED
+    return Change(p.metric, p.base_ms, p.new_ms, lo, hi, verdict)
+
+
+def _union_ops(b: RootSample, n: RootSample) -> list[tuple[Op, str, int, int]]:
+    """Operations on either run's critical paths: (op, kind, index in b or -1, in n or -1),
+    the most critical-path time first."""
+    bi = {op: j for j, op in enumerate(b.ops)}
+    ni = {op: j for j, op in enumerate(n.ops)}
+
+    def total(s: RootSample, j: int) -> float:
+        return float(s.row_ms[s.op_start[j] : s.op_start[j + 1]].sum()) / max(s.traces, 1)
+
+    rows = []
+    for op in set(bi) | set(ni):
+        bj, nj = bi.get(op, -1), ni.get(op, -1)
+        kind = n.op_kind[nj] if nj >= 0 else b.op_kind[bj]
+        weight = max(total(b, bj) if bj >= 0 else 0.0, total(n, nj) if nj >= 0 else 0.0)
+        rows.append((-weight, op, kind, bj, nj))
+    rows.sort()
+    return [(op, kind, bj, nj) for _, op, kind, bj, nj in rows]
+
+
+def band(latency: np.ndarray, q: float) -> np.ndarray:
+    """The traces around the ``q`` percentile of ``latency`` (indices into it)."""
+    n = len(latency)
+    order = np.argsort(latency, kind="stable")
+    d = BAND * min(q, 1.0 - q)
+    lo = math.floor((q - d) * (n - 1))
+    hi = math.ceil((q + d) * (n - 1))
+    while hi - lo + 1 < min(MIN_BAND, n):
+        lo, hi = max(lo - 1, 0), min(hi + 1, n - 1)
+    return order[lo : hi + 1]
+
+
+def _attribute(b: RootSample, n: RootSample, change: Change) -> Attribution:
+    q = QUANTILES[change.metric]
+    rb, rn = band(b.latency_ms, q), band(n.latency_ms, q)
+    ob, kb = b.band_means(rb)
+    on, kn = n.band_means(rn)
+    per_op: dict[Op, list[float]] = {}
+    kinds: dict[Op, str] = {}
+    for j, op in enumerate(b.ops):
+        per_op.setdefault(op, [0.0, 0.0])[0] = float(ob[j])
+        kinds[op] = b.op_kind[j]
+    for j, op in enumerate(n.ops):
+        per_op.setdefault(op, [0.0, 0.0])[1] = float(on[j])
+        kinds[op] = n.op_kind[j]
+    delta = change.delta_ms
+    contributions = sorted(
+        (
+            Contribution(
+                op[0], op[1], kinds[op], v[0], v[1], (v[1] - v[0]) / delta if delta else None
+            )
+            for op, v in per_op.items()
+        ),
+        key=lambda c: (-abs(c.delta_ms), c.service, c.name),
+    )
+    top = tuple(c for c in contributions[:TOP_CONTRIBUTIONS] if c.delta_ms != 0)
+    rest = sum(c.delta_ms for c in contributions if c not in top)
+    band_delta = float(n.latency_ms[rn].mean() - b.latency_ms[rb].mean())
+    return Attribution(
+        metric=change.metric,
+        delta_ms=delta,
+        base_band=len(rb),
+        new_band=len(rn),
+        band_delta_ms=band_delta,
+        operations=top,
+        other_ms=rest,
+        kinds={k: (float(kb[i]), float(kn[i])) for i, k in enumerate(KINDS)},
+    )
+
+
+def _only(
+    these: Mapping[Op, T], those: Mapping[Op, object], count: Callable[[T], int]
+) -> tuple[Counted, ...]:
+    """The operations of ``these`` that ``those`` lacks, the most frequent first."""
+    rows = [Counted(op[0], op[1], int(count(v))) for op, v in these.items() if op not in those]
+    return tuple(sorted(rows, key=lambda c: (-c.count, c.service, c.name)))
+
+
+__all__ = ["BAND", "CONFIDENCE", "MIN_TRACES", "RESAMPLES", "band", "compare", "needed"]

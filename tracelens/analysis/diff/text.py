@@ -1,0 +1,131 @@
+"""Terminal text for ``tracelens diff --format text``: the verdict first, then the tables."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from tracelens.analysis.text import _clip, table
+
+if TYPE_CHECKING:
+    from tracelens.analysis.diff.result import Change, Diff
+
+TOP_OPERATIONS = 12
+MARK = {"regression": "REGRESSION", "improvement": "improvement", "unchanged": "", "too_few": "?"}
+
+
+def _ms(v: float | None) -> str:
+    return "–" if v is None else f"{v:,.1f}"
+
+
+def _signed(v: float | None) -> str:
+    return "–" if v is None else f"{v:+,.1f}"
+
+
+def _pct(v: float | None) -> str:
+    return "–" if v is None else f"{v:+.1%}"
+
+
+def _ci(c: Change) -> str:
+    if c.ci_low_ms is None or c.ci_high_ms is None:
+        return "too few traces"
+    return f"{c.ci_low_ms:+,.1f} .. {c.ci_high_ms:+,.1f}"
+
+
+def render_text(diff: Diff) -> str:
+    m = diff.method
+    out = [
+        f"base: {diff.base.label}: {diff.base.traces:,} traces, {diff.base.spans:,} spans",
+        f"new:  {diff.new.label}: {diff.new.traces:,} traces, {diff.new.spans:,} spans",
+        f"{m.comparisons} comparisons, {m.confidence:.0%} confidence for all of them together "
+        f"({m.per_comparison_confidence:.4%} each, Bonferroni), {m.resamples:,} bootstrap "
+        f"resamples of the traces, seed {m.seed}",
+    ]
+    regressions = diff.regressions()
+    out.append(
+        f"{len(regressions)} significant regression{'s' if len(regressions) != 1 else ''}"
+        if regressions
+        else "no significant regression"
+    )
+    for rule in diff.rules:
+        if rule.tripped:
+            out.append(f"FAILED --fail-on {rule.rule}: {rule.name} ({rule.service})")
+    for root in diff.roots:
+        out += [
+            "",
+            f"Root {root.name} ({root.service}): {root.base_traces:,} -> {root.new_traces:,} "
+            "traces",
+            table(
+                ["latency", "base ms", "new ms", "change ms", "change", "interval ms", "verdict"],
+                [
+                    [
+                        c.metric,
+                        _ms(c.base_ms),
+                        _ms(c.new_ms),
+                        _signed(c.delta_ms),
+                        _pct(c.relative),
+                        _ci(c),
+                        MARK[c.verdict.value],
+                    ]
+                    for c in root.latency
+                ],
+                [False, True, True, True, True, True, False],
+            ),
+            "",
+            "Where the change went (critical-path time in the traces around each percentile)",
+        ]
+        for a in root.attribution:
+            parts = [
+                f"{_signed(c.delta_ms)} ms {_clip(c.name, 40)} ({c.kind})" for c in a.operations[:4]
+            ]
+            kinds = ", ".join(
+                f"{k} {_signed(n - b)}" for k, (b, n) in a.kinds.items() if abs(n - b) >= 0.05
+            )
+            out.append(f"  {a.headline()}")
+            if parts:
+                out.append(f"      {'; '.join(parts)}")
+            if kinds:
+                out.append(f"      by kind (ms): {kinds}")
+        rows = []
+        for op in root.operations[:TOP_OPERATIONS]:
+            cells: list[str] = [_clip(op.name), op.kind]
+            for c in op.changes:
+                flag = " !" if c.verdict.value == "regression" else ""
+                cells.append(f"{_ms(c.base_ms)} -> {_ms(c.new_ms)}{flag}")
+            rows.append(cells)
+        if rows:
+            out += [
+                "",
+                "Critical-path time per trace, by operation (ms; ! = significant regression)",
+                table(
+                    ["operation", "kind", "p50", "p95", "p99"], rows, [False, False] + [True] * 3
+                ),
+            ]
+        if len(root.operations) > TOP_OPERATIONS:
+            out.append(f"... and {len(root.operations) - TOP_OPERATIONS} more operations")
+    for title, items in (
+        ("Root operations only in new", diff.new_roots),
+        ("Root operations only in base", diff.vanished_roots),
+        ("New operations", diff.new_operations),
+        ("Vanished operations", diff.vanished_operations),
+    ):
+        if items:
+            out += ["", f"{title} ({len(items)})"]
+            out += [f"  {c.name} ({c.service}): {c.count:,}" for c in items[:20]]
+    for title, found in (
+        ("Findings that appeared", diff.appeared_findings),
+        ("Findings that went away", diff.vanished_findings),
+    ):
+        if found:
+            out += ["", f"{title} ({len(found)})"]
+            out += [
+                f"  {f.type}: {', '.join(f.names)}"
+                + (f" under {f.parent}" if f.parent else "")
+                + (f", saving p50 {f.saving_p50_ms:,.1f} ms" if f.saving_p50_ms else "")
+                for f in found[:20]
+            ]
+    if diff.warnings:
+        out += ["", "Warnings"] + [f"  {w}" for w in diff.warnings[:20]]
+    return "\n".join(out) + "\n"
+
+
+__all__ = ["render_text"]

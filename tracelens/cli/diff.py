@@ -1,0 +1,154 @@
+"""``tracelens diff``: a thin wrapper over ``tracelens.api.diff``."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from tracelens.cli._options import db_option, findings_option, input_format_option
+
+_WHEN = "An ISO 8601 instant (UTC unless it says otherwise) or a duration ago: 30m, 24h, 7d."
+
+
+@click.command()
+@click.argument("base", required=False, type=click.Path())
+@click.argument("new", required=False, type=click.Path())
+@db_option
+@click.option("--base-since", default=None, help=f"BASE: traces that started from then. {_WHEN}")
+@click.option("--base-until", default=None, help="BASE: traces that started before then.")
+@click.option("--since", default=None, help="NEW: traces that started from then.")
+@click.option("--until", default=None, help="NEW: traces that started before then.")
+@input_format_option
+@click.option(
+    "--fail-on",
+    default=None,
+    metavar="RULES",
+    help="Exit 1 when a root's significant regression exceeds a rule: p95>+10%, p99>+200ms, "
+    "several comma-separated.",
+)
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(["text", "json", "html"]),
+    default="text",
+    show_default=True,
+    help="text: for a terminal; json: the diff document of docs/analysis-json.md; html: a page.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write the result here instead of standard output.",
+)
+@click.option(
+    "--confidence",
+    type=click.FloatRange(0, 1, min_open=True, max_open=True),
+    default=0.95,
+    show_default=True,
+    help="Confidence for all the intervals together (Bonferroni-corrected).",
+)
+@click.option(
+    "--resamples",
+    type=click.IntRange(min=100),
+    default=20_000,
+    show_default=True,
+    help="Bootstrap resamples of the traces.",
+)
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
+@click.option(
+    "--min-traces",
+    type=click.IntRange(min=2),
+    default=20,
+    show_default=True,
+    help="Traces a run needs before its percentiles are judged (p95 needs 100, p99 500).",
+)
+@click.option(
+    "--min-delta-ms",
+    type=click.FloatRange(min=0),
+    default=1.0,
+    show_default=True,
+    help="Smaller changes are never significant, however sure.",
+)
+@click.option("--keep-going", is_flag=True, help="Compare the other files when one is bad.")
+@findings_option
+def diff(
+    base: str | None,
+    new: str | None,
+    db: str | None,
+    base_since: str | None,
+    base_until: str | None,
+    since: str | None,
+    until: str | None,
+    input_format: str | None,
+    fail_on: str | None,
+    format_: str,
+    out: str | None,
+    confidence: float,
+    resamples: int,
+    seed: int,
+    min_traces: int,
+    min_delta_ms: float,
+    keep_going: bool,
+    findings: bool,
+) -> None:
+    """What got slower from BASE to NEW, why, and whether it is real.
+
+    BASE and NEW are each a trace file, a directory of trace files or a DuckDB store.  With
+    neither, two time windows of the store --db are compared.  Exit status: 0, or 1 when a
+    --fail-on rule tripped, 2 for bad input.
+    """
+    from tracelens.api import diff as run
+    from tracelens.errors import OptionError, TracelensError
+    from tracelens.progress import Progress
+
+    try:
+        with Progress() as bar:  # on stderr, only when it is a terminal
+            result = run(
+                base,
+                new,
+                db=db,
+                base_since=base_since,
+                base_until=base_until,
+                since=since,
+                until=until,
+                input_format=input_format,
+                keep_going=keep_going,
+                findings=findings,
+                fail_on=fail_on,
+                confidence=confidence,
+                resamples=resamples,
+                seed=seed,
+                min_traces=min_traces,
+                min_delta_ms=min_delta_ms,
+                bar=bar,
+            )
+    except OptionError as exc:
+        raise click.UsageError(str(exc)) from None
+    except TracelensError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    if format_ == "json":
+        text = result.to_json()
+    elif format_ == "html":
+        text = result.to_html()
+    else:
+        text = result.to_text()
+    if out:
+        with open(out, "w", encoding="utf-8") as fh:
+            fh.write(text if text.endswith("\n") else text + "\n")
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+    for err in result.errors:
+        click.echo(f"error: {err}", err=True)
+    if result.errors:
+        sys.exit(2)
+    for rule in result.rules:
+        if rule.tripped:
+            click.echo(
+                f"tracelens diff: --fail-on {rule.rule} tripped by {rule.name} ({rule.service}): "
+                f"{rule.change.metric} {rule.change.delta_ms:+,.1f} ms",
+                err=True,
+            )
+    if result.failed:
+        sys.exit(1)
