@@ -60,7 +60,7 @@ def find_all(ta: TraceAnalysis, *, window_s: float = DEFAULT_WINDOW_S) -> list[d
     # need nothing from each other: build them side by side.
     with ThreadPoolExecutor(max_workers=1) as pool:
         fe_job = pool.submit(features, ta.spans)
-        tl = build_timeline(ta.spans)
+        tl = build_timeline(ta.tree)
         fe = fe_job.result()
     return findings(ta, tl, candidates(ta, tl, window_s, fe))
 
