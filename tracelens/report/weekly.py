@@ -20,7 +20,6 @@ import numpy as np
 import polars as pl
 
 from tracelens.analysis import Analysis
-from tracelens.analysis import summary as s
 from tracelens.analysis.kinds import KINDS
 from tracelens.errors import TracelensError
 from tracelens.progress import Progress
@@ -98,7 +97,7 @@ class WeekStats:
 
 def week_stats(week: str, analysis: Analysis) -> WeekStats:
     ta = analysis.traces
-    summ = s.summary(ta)
+    summ = analysis.summary
     dur = (pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64) / 1e6
     ops = ta.spans.group_by("service", "name").agg(
         pl.len().alias("count"),
@@ -116,10 +115,10 @@ def week_stats(week: str, analysis: Analysis) -> WeekStats:
     )
     return WeekStats(
         week=week,
-        traces=summ["traces"],
-        latency=summ["latency_ms"],
-        share=summ["critical_path_share"],
-        critical_ms=summ["critical_path_ms"],
+        traces=summ.traces,
+        latency=summ.latency_ms,
+        share=summ.critical_path_share,
+        critical_ms=summ.critical_path_ms,
         ops=ops,
     )
 
