@@ -11,7 +11,7 @@ from conftest import FIXTURES, ROOT
 from spans import make_spans
 
 from tracelens.analysis import analyze_spans, analyze_traces
-from tracelens.analysis.findings import find_all
+from tracelens.analysis.findings import FindingType, find_all
 from tracelens.analysis.result import finding_json
 from tracelens.ingest import read_files
 
@@ -353,6 +353,11 @@ def test_synthetic_agent_traces_give_every_finding_type() -> None:
         f for f in of_type(found, "cacheable") if f["names"][0] in ("call_api", "HTTP POST")
     ]
     assert of_type(found, "tail")
+
+
+def test_every_finding_type_is_named_in_the_contract() -> None:
+    doc = (ROOT / "docs" / "analysis-json.md").read_text(encoding="utf-8")
+    assert [t for t in FindingType if f"`{t.value}`" not in doc] == []
 
 
 def test_empty_input_has_no_findings() -> None:

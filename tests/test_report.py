@@ -233,6 +233,26 @@ def test_same_input_same_bytes() -> None:
     assert render_report(_analysis(durations)) == render_report(_analysis(durations))
 
 
+def test_the_summary_is_computed_once_per_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page, the JSON and the text all read the one summary cached on the analysis."""
+    from tracelens.analysis import summary as s
+
+    calls: list[int] = []
+    real = s.summary
+
+    def counted(ta: object) -> s.Summary:
+        calls.append(1)
+        return real(ta)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(s, "summary", counted)
+    analysis = _analysis([120, 340, 560])
+    page = render_report(analysis)
+    doc = analysis.to_dict()
+    analysis.to_text()
+    assert len(calls) == 1
+    assert doc["summary"]["traces"] == 3 and 'id="fig-traces">3<' in page
+
+
 def test_findings_lead_the_page() -> None:
     analysis = _analysis([400, 500, 600])
     analysis.findings = [
