@@ -11,15 +11,16 @@ from __future__ import annotations
 import json
 from dataclasses import asdict, dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
 
 from tracelens.analysis import summary as s
 from tracelens.analysis.core import TraceAnalysis, analyze_traces
-from tracelens.analysis.findings import find_all
-from tracelens.analysis.findings.finding import Example, Finding
+
+if TYPE_CHECKING:  # the finder is imported when it runs: --no-findings does not pay for it
+    from tracelens.analysis.findings.finding import Example, Finding
 
 
 @dataclass
@@ -161,5 +162,9 @@ def analyze_spans(
 ) -> Analysis:
     """Analyse a table of complete traces; ``warnings`` from loading are carried along."""
     ta = analyze_traces(spans)
-    found = find_all(ta) if findings else []
+    found: list[Finding] = []
+    if findings:
+        from tracelens.analysis.findings import find_all
+
+        found = find_all(ta)
     return Analysis(traces=ta, findings=found, warnings=[*(warnings or []), *ta.warnings], top=top)
