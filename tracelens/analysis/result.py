@@ -101,16 +101,7 @@ def _trace_json(t: s.TraceSummary) -> dict[str, Any]:
         "duration_ms": t.duration_ms,
         "spans": t.spans,
         "critical_path_ms": t.critical_path_ms,
-        "critical_path": [
-            {
-                "span_id": p.span_id,
-                "name": p.name,
-                "kind": p.kind,
-                "start_ns": p.start_ns,
-                "end_ns": p.end_ns,
-            }
-            for p in t.critical_path
-        ],
+        "critical_path": t.critical_path.to_dicts(),
     }
 
 

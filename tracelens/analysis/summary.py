@@ -74,15 +74,8 @@ class Operation:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class PathSection:
-    """One section of a critical path (docs/critical-path.md)."""
-
-    span_id: str
-    name: str
-    kind: str
-    start_ns: int
-    end_ns: int
+# The columns of a critical path, one row per section (docs/critical-path.md).
+PATH_COLUMNS = ("span_id", "name", "kind", "start_ns", "end_ns")
 
 
 @dataclass(frozen=True)
@@ -97,7 +90,9 @@ class TraceSummary:
     duration_ms: float
     spans: int
     critical_path_ms: dict[str, float]  # per kind
-    critical_path: list[PathSection]
+    # PATH_COLUMNS, in path order.  A table, not objects: the traces of an analysis hold a row
+    # per critical-path section (hundreds of thousands), and only the JSON reads them all.
+    critical_path: pl.DataFrame
 
     def largest_kind(self) -> tuple[str, float] | None:
         """The kind with the most critical-path time and its share; None when there is none."""
@@ -169,11 +164,11 @@ def traces_list(
     if top is not None:
         tr = tr.head(top)
     keep = tr["trace_id"].to_list()
-    secs = (
-        ta.sections.filter(pl.col("main") & pl.col("trace_id").is_in(keep))
-        .select("trace_id", "span_id", "name", "kind", "start_ns", "end_ns")
-        .partition_by("trace_id", as_dict=True, maintain_order=True)
+    main = ta.sections.filter(pl.col("main") & pl.col("trace_id").is_in(keep))
+    secs = main.select("trace_id", *PATH_COLUMNS).partition_by(
+        "trace_id", as_dict=True, maintain_order=True, include_key=False
     )
+    no_path = main.select(PATH_COLUMNS).clear()
     out = []
     for row in tr.iter_rows(named=True):
         path = secs.get((row["trace_id"],))
@@ -187,11 +182,7 @@ def traces_list(
                 duration_ms=row["duration_ns"] / 1e6,
                 spans=row["spans"],
                 critical_path_ms={k: round(row[f"{k}_ns"] / 1e6, 3) for k in KINDS},
-                critical_path=(
-                    [PathSection(*r) for r in path.drop("trace_id").iter_rows()]
-                    if path is not None
-                    else []
-                ),
+                critical_path=path if path is not None else no_path,
             )
         )
     return out
@@ -217,9 +208,9 @@ def operations_list(ta: TraceAnalysis) -> list[Operation]:
 
 __all__ = [
     "KIND_NS",
+    "PATH_COLUMNS",
     "SCHEMA",
     "Operation",
-    "PathSection",
     "Summary",
     "TraceSummary",
     "operations",
