@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tracelens.analysis.result import finding_json
 from tracelens.api import analyze, load_spans
 from tracelens.demo.pipeline import CollectorProcess, tracelens_cmd
 from tracelens.schema import attribute_dict
@@ -166,7 +167,7 @@ def test_sequential_tools_are_parallelizable_and_the_repeat_cacheable(collected:
     import tracelens.analysis.findings as finder
 
     assert callable(finder.find_all)
-    findings = collected.analysis.findings
+    findings = [finding_json(f) for f in collected.analysis.findings]
     parallel = [f for f in findings if f["type"] == "parallelizable"]
     assert all(f["parent"] == "handle_request" for f in parallel)
     # Where a retrieve was judged waiting rather than computing (preempted on a busy machine

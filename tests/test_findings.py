@@ -11,7 +11,8 @@ from conftest import FIXTURES, ROOT
 from spans import make_spans
 
 from tracelens.analysis import analyze_spans, analyze_traces
-from tracelens.analysis.findings import find_all
+from tracelens.analysis.findings import FindingType, find_all
+from tracelens.analysis.result import finding_json
 from tracelens.ingest import read_files
 
 MS = 1_000_000
@@ -26,7 +27,7 @@ def findings_of(path_or_table: Any) -> list[dict[str, Any]]:
         if not hasattr(path_or_table, "schema")
         else (path_or_table)
     )
-    return find_all(analyze_traces(table))
+    return [finding_json(f) for f in find_all(analyze_traces(table))]
 
 
 def of_type(found: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
@@ -354,6 +355,11 @@ def test_synthetic_agent_traces_give_every_finding_type() -> None:
     assert of_type(found, "tail")
 
 
+def test_every_finding_type_is_named_in_the_contract() -> None:
+    doc = (ROOT / "docs" / "analysis-json.md").read_text(encoding="utf-8")
+    assert [t for t in FindingType if f"`{t.value}`" not in doc] == []
+
+
 def test_empty_input_has_no_findings() -> None:
     assert find_all(analyze_traces(make_spans([]))) == []
 
@@ -377,7 +383,7 @@ def test_each_finding_projects_only_its_own_change() -> None:
 
 
 def test_only_the_most_promising_candidates_of_a_type_are_replayed() -> None:
-    from tracelens.analysis.findings.report import MAX_PER_TYPE
+    from tracelens.analysis.findings.candidate import MAX_PER_TYPE
 
     rows = []
     for t in range(MAX_PER_TYPE + 5):

@@ -23,7 +23,7 @@ MS = 1_000_000
 
 def timeline(rows: list[dict]) -> tuple[object, Timeline]:
     ta = analyze_traces(make_spans(rows))
-    return ta, build_timeline(ta.spans)
+    return ta, build_timeline(ta.tree)
 
 
 def retimed_spans(

@@ -17,6 +17,13 @@ from hypothesis import strategies as st
 from spans import make_spans
 
 from tracelens.analysis import Analysis, analyze_spans
+from tracelens.analysis.findings.finding import (
+    CacheDetails,
+    Confidence,
+    Evidence,
+    Finding,
+    FindingType,
+)
 from tracelens.api import write_report
 from tracelens.cli import main
 from tracelens.report import fmt, render_report
@@ -61,6 +68,38 @@ def _trace(k: int, total_ms: int, *, tool_ms: int = 20, name: str = "handle_requ
 def _analysis(durations_ms: list[int]) -> Analysis:
     rows = [r for k, d in enumerate(durations_ms) for r in _trace(k, d)]
     return analyze_spans(make_spans(rows))
+
+
+def _finding(
+    type_: FindingType,
+    names: list[str],
+    *,
+    saving: tuple[float, float] = (0.0, 0.0),
+    projected: tuple[float, float] = (0.0, 0.0),
+    traces: int = 1,
+    occurrences: int = 1,
+    parent: str | None = None,
+    parent_service: str | None = None,
+    evidence: str = "seen",
+    confidence: Confidence = "medium",
+    details: CacheDetails | None = None,
+) -> Finding:
+    return Finding(
+        type=type_,
+        names=names,
+        services=["svc"] * len(names),
+        parent=parent,
+        parent_service=parent_service,
+        traces=traces,
+        occurrences=occurrences,
+        saving_ms={"p50": saving[0], "p95": saving[1]},
+        projected_latency_ms={"p50": projected[0], "p95": projected[1]},
+        total_saving_ms=saving[0] * traces,
+        traces_on_critical_path=traces,
+        confidence=confidence,
+        evidence=[Evidence("sequential", evidence)],
+        details=details,
+    )
 
 
 class _Doc(HTMLParser):
@@ -149,18 +188,20 @@ def test_hostile_names_and_attributes_come_out_escaped() -> None:
     }
     analysis = analyze_spans(make_spans(rows))
     analysis.findings = [
-        {
-            "type": "cacheable",
-            "names": [XSS],
-            "traces": 1,
-            "saving_ms": {"p50": 5.0, "p95": 6.0},
-            "evidence": "<i>same args</i>",
-            "note": "<u>x</u>",
-        }
+        _finding(
+            FindingType.CACHEABLE,
+            [XSS],
+            saving=(5.0, 6.0),
+            parent=XSS,
+            parent_service="<u>x</u>",
+            evidence="<i>same args</i>",
+            details=CacheDetails(identical_results=None, suggested_ttl_s=60.0, changed_results=0),
+        )
     ] * 4
     page = render_report(analysis, title=XSS)
     assert XSS not in page
     assert "<img" not in page and "<b>svc" not in page and "<i>same" not in page
+    assert "<u>x" not in page and html.escape("<u>x</u>") in page
     assert html.escape(XSS) in page
     doc = parse(page)
     assert doc.tags <= TEMPLATE_TAGS
@@ -193,28 +234,44 @@ def test_same_input_same_bytes() -> None:
     assert render_report(_analysis(durations)) == render_report(_analysis(durations))
 
 
+def test_the_summary_is_computed_once_per_analysis(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page, the JSON and the text all read the one summary cached on the analysis."""
+    from tracelens.analysis import summary as s
+
+    calls: list[int] = []
+    real = s.summary
+
+    def counted(ta: object) -> s.Summary:
+        calls.append(1)
+        return real(ta)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(s, "summary", counted)
+    analysis = _analysis([120, 340, 560])
+    page = render_report(analysis)
+    doc = analysis.to_dict()
+    analysis.to_text()
+    assert len(calls) == 1
+    assert doc["summary"]["traces"] == 3 and 'id="fig-traces">3<' in page
+
+
 def test_findings_lead_the_page() -> None:
     analysis = _analysis([400, 500, 600])
     analysis.findings = [
-        {
-            "type": "parallelizable",
-            "parent": "handle_request",
-            "names": ["fetch_schema", "fetch_logs", "search_docs"],
-            "traces": 1800,
-            "saving_ms": {"p50": 95.0, "p95": 140.0},
-            "projected_latency_ms": {"p50": 717.0, "p95": 2000.1},
-            "evidence": "sequential on the critical path in 1800 traces",
-        },
-        {
-            "type": "cacheable",
-            "names": ["fetch_schema"],
-            "traces": 20,
-            "occurrences": 40,
-            "saving_ms": {"p50": 50.0, "p95": 80.0},
-        },
-        {"type": "retry", "names": ["GetDriver"], "occurrences": 3},
-        {"type": "n_plus_one", "names": ["get_document"], "saving_ms": {"p50": 1.0}},
-        {"type": "slow_cold_start", "names": ["llm"], "saving_ms": {"p50": 0.5}},
+        _finding(
+            FindingType.PARALLELIZABLE,
+            ["fetch_schema", "fetch_logs", "search_docs"],
+            parent="handle_request",
+            traces=1800,
+            saving=(95.0, 140.0),
+            projected=(717.0, 2000.1),
+            evidence="sequential on the critical path in 1800 traces",
+        ),
+        _finding(
+            FindingType.CACHEABLE, ["fetch_schema"], traces=20, occurrences=40, saving=(50.0, 80.0)
+        ),
+        _finding(FindingType.RETRY, ["GetDriver"], occurrences=3),
+        _finding(FindingType.N_PLUS_ONE, ["get_document"], saving=(1.0, 1.0)),
+        _finding(FindingType.POLLING, ["llm"], saving=(0.5, 0.5)),
     ]
     page = render_report(analysis)
     doc = parse(page)
@@ -223,10 +280,11 @@ def test_findings_lead_the_page() -> None:
     assert "−95.0 ms" in changes and "2.00 s" in changes
     assert "Cache fetch_schema" in changes
     assert "Stop the retries of GetDriver" in changes
-    # The fourth is in the full list, not the top three; an unknown type still shows.
+    # The fourth is in the full list, not the top three; a type without a title of its own
+    # is named by its type.
     assert "Batch the repeated get_document calls" not in changes
     assert "Batch the repeated get_document calls" in doc.by_id["findings"]
-    assert "Slow cold start: llm" in doc.by_id["findings"]
+    assert "Polling: llm" in doc.by_id["findings"]
 
 
 def test_no_findings_says_so_and_points_at_the_top_operation() -> None:

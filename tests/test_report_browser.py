@@ -292,10 +292,10 @@ def test_fixture_report_in_chromium(browser: Browser, tmp_path: Path) -> None:
         ".map(id => [id, document.getElementById(id).textContent.trim()]))"
     )
     assert figures == {
-        "fig-traces": str(summ["traces"]),
-        "fig-p50": ms(summ["latency_ms"]["p50"]),
-        "fig-p95": ms(summ["latency_ms"]["p95"]),
-        "fig-p99": ms(summ["latency_ms"]["p99"]),
+        "fig-traces": str(summ.traces),
+        "fig-p50": ms(summ.latency_ms["p50"]),
+        "fig-p95": ms(summ.latency_ms["p95"]),
+        "fig-p99": ms(summ.latency_ms["p99"]),
     }
     assert page.eval("document.querySelectorAll('#waterfalls .wf').length") >= 1
     assert page.eval("document.querySelectorAll('#distribution svg rect').length") >= 1

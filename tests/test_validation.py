@@ -22,7 +22,8 @@ from tracelens_instrumentation import trace
 
 from tracelens.analysis import analyze_traces
 from tracelens.analysis.core import TraceAnalysis
-from tracelens.analysis.findings import find_all
+from tracelens.analysis.findings import FindingType, find_all
+from tracelens.analysis.result import finding_json
 from tracelens.ingest import read_bytes
 
 __all__ = ["spans"]  # the fixture, imported for pytest
@@ -134,7 +135,7 @@ def test_applying_the_parallelization_saves_what_the_replay_projected(
             await handle(f"q{k}", together)
 
     before = _run(lambda: requests(frozenset()), spans)
-    found = [f for f in find_all(before) if f["type"] == "parallelizable"]
+    found = [finding_json(f) for f in find_all(before) if f.type is FindingType.PARALLELIZABLE]
     assert len(found) == 1, found
     finding = found[0]
     assert set(finding["names"]) == set(HOPS)  # summarise consumes their results: not in it
@@ -155,7 +156,7 @@ def test_applying_the_cache_saves_what_the_replay_projected(
             await handle_config(f"q{k}", cache)
 
     before = _run(lambda: requests(None), spans)
-    found = [f for f in find_all(before) if f["type"] == "cacheable"]
+    found = [finding_json(f) for f in find_all(before) if f.type is FindingType.CACHEABLE]
     assert [f["names"] for f in found] == [["get_config"]]
     finding = found[0]
     assert finding["identical_results"] is True

@@ -30,6 +30,7 @@ from conftest import FIXTURES
 
 from tracelens.analysis import analyze_traces
 from tracelens.analysis.findings import find_all
+from tracelens.analysis.result import finding_json
 from tracelens.ingest import read_files
 
 VERDICTS = FIXTURES / "verdicts"
@@ -75,7 +76,7 @@ def spans_of(case: str) -> Any:
 
 @functools.cache
 def findings_of(case: str) -> tuple[dict[str, Any], ...]:
-    return tuple(find_all(analyze_traces(spans_of(case))))
+    return tuple(finding_json(f) for f in find_all(analyze_traces(spans_of(case))))
 
 
 def of_type(case: str, kind: str) -> list[dict[str, Any]]:

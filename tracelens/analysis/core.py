@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from tracelens.analysis.critical_path import Sections, critical_paths
 from tracelens.analysis.kinds import KINDS, resolve_kinds
-from tracelens.analysis.tree import build_forest
+from tracelens.analysis.tree import Tree, build_forest
 
 # The span columns the analysis reads (a store can push this projection down).
 ANALYSIS_COLUMNS = (
@@ -44,11 +44,17 @@ KIND_NS = tuple(f"{k}_ns" for k in KINDS)
 
 @dataclass
 class TraceAnalysis:
-    """Result tables; every row carries its ``trace_id`` so partial results concatenate."""
+    """Result tables; every row carries its ``trace_id`` so partial results concatenate.
+
+    ``tree`` indexes the rows of ``spans`` (parents, children the parent waits for, main roots):
+    the replay's timeline derives from it.  Its row numbers are local to this result (offset
+    them when concatenating).
+    """
 
     spans: pl.DataFrame  # input spans + _i, _trace, _parent, kind_resolved, self_ns, mix_*
     sections: pl.DataFrame  # critical-path sections of every root
     traces: pl.DataFrame  # one row per trace: main root, latency, critical time by kind
+    tree: Tree
     warnings: list[str] = field(default_factory=list)
 
 
@@ -72,7 +78,9 @@ def analyze_traces(spans: pa.Table | pl.DataFrame) -> TraceAnalysis:
         sp = kinds.result()
     sections = _sections_table(sp, forest.main_root, secs)
     traces = _traces_table(sp, forest.main_root, sections)
-    return TraceAnalysis(spans=sp, sections=sections, traces=traces, warnings=forest.warnings)
+    return TraceAnalysis(
+        spans=sp, sections=sections, traces=traces, tree=forest.tree(), warnings=forest.warnings
+    )
 
 
 def _sections_table(sp: pl.DataFrame, main_root: np.ndarray, secs: Sections) -> pl.DataFrame:

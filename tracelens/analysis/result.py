@@ -1,10 +1,17 @@
-"""The analysis result: one object that renders as the JSON contract or as terminal tables."""
+"""The analysis result: one object that renders as the JSON contract or as terminal tables.
+
+:class:`Analysis` holds typed results (the per-trace tables and tree, the findings) and computes
+the summary and the operations table once, on first use.  ``Analysis.to_dict`` is the one place
+the ``tracelens.analysis/1`` document (``docs/analysis-json.md``) is produced; the helpers
+below it write each typed object in the document's field order.
+"""
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
 
 import polars as pl
 import pyarrow as pa
@@ -12,22 +19,40 @@ import pyarrow as pa
 from tracelens.analysis import summary as s
 from tracelens.analysis.core import TraceAnalysis, analyze_traces
 
+if TYPE_CHECKING:  # the finder is imported when it runs: --no-findings does not pay for it
+    from tracelens.analysis.findings.finding import Example, Finding
+
 
 @dataclass
 class Analysis:
     traces: TraceAnalysis
-    findings: list[dict[str, Any]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     top: int | None = None
     errors: list[Exception] = field(default_factory=list)  # inputs skipped with keep_going
 
+    @cached_property
+    def summary(self) -> s.Summary:
+        """Counts, latency percentiles and critical-path time by kind over all traces."""
+        return s.summary(self.traces)
+
+    @cached_property
+    def operations(self) -> list[s.Operation]:
+        """Every (service, name), most critical-path time first."""
+        return s.operations_list(self.traces)
+
+    def slowest(self, top: int | None = None) -> list[s.TraceSummary]:
+        """The ``top`` slowest traces (all when None), each with its critical path."""
+        return s.traces_list(self.traces, top)
+
     def to_dict(self) -> dict[str, Any]:
+        """The ``tracelens.analysis/1`` document (docs/analysis-json.md)."""
         return {
             "schema": s.SCHEMA,
-            "summary": s.summary(self.traces),
-            "operations": s.operations_list(self.traces),
-            "traces": s.traces_list(self.traces, self.top),
-            "findings": self.findings,
+            "summary": _summary_json(self.summary),
+            "operations": [_operation_json(o) for o in self.operations],
+            "traces": [_trace_json(t) for t in self.slowest(self.top)],
+            "findings": [finding_json(f) for f in self.findings],
             "warnings": self.warnings,
         }
 
@@ -40,6 +65,85 @@ class Analysis:
         return render_text(self, top=top or self.top or 10)
 
 
+def _summary_json(summ: s.Summary) -> dict[str, Any]:
+    return {
+        "traces": summ.traces,
+        "spans": summ.spans,
+        "latency_ms": summ.latency_ms,
+        "critical_path_ms": summ.critical_path_ms,
+        "critical_path_share": summ.critical_path_share,
+        "critical_path_split": summ.critical_path_split,
+    }
+
+
+def _operation_json(op: s.Operation) -> dict[str, Any]:
+    o = op.rounded()
+    return {
+        "service": o.service,
+        "name": o.name,
+        "kind": o.kind,
+        "count": o.count,
+        "p50_ms": o.p50_ms,
+        "p95_ms": o.p95_ms,
+        "cpu_ms": o.cpu_ms,
+        "critical_ms": o.critical_ms,
+        "critical_share": o.critical_share,
+    }
+
+
+def _trace_json(t: s.TraceSummary) -> dict[str, Any]:
+    return {
+        "trace_id": t.trace_id,
+        "root_span_id": t.root_span_id,
+        "root_name": t.root_name,
+        "root_service": t.root_service,
+        "start_ns": t.start_ns,
+        "duration_ms": t.duration_ms,
+        "spans": t.spans,
+        "critical_path_ms": t.critical_path_ms,
+        "critical_path": t.critical_path.to_dicts(),
+    }
+
+
+def finding_json(f: Finding) -> dict[str, Any]:
+    """One finding as ``docs/analysis-json.md`` states it: the common fields, then the type's
+    own (``details``), then its example trace."""
+    out: dict[str, Any] = {"type": f.type.value, "names": f.names, "services": f.services}
+    if f.parent is not None:
+        out["parent"] = f.parent
+        out["parent_service"] = f.parent_service
+    out.update(
+        traces=f.traces,
+        occurrences=f.occurrences,
+        saving_ms=f.saving_ms,
+        projected_latency_ms=f.projected_latency_ms,
+        total_saving_ms=f.total_saving_ms,
+        traces_on_critical_path=f.traces_on_critical_path,
+        confidence=f.confidence,
+        evidence=[{"code": e.code, "detail": e.detail} for e in f.evidence],
+        explanation=f.explanation,
+    )
+    if f.details is not None:
+        out.update(asdict(f.details))
+    if f.example is not None:
+        out.update(_example_json(f.example))
+    return out
+
+
+def _example_json(ex: Example) -> dict[str, Any]:
+    out: dict[str, Any] = {"example_trace_id": ex.trace_id}
+    if ex.span_ids is not None:
+        out["span_ids"] = ex.span_ids
+    out.update(
+        example_latency_ms=ex.latency_ms,
+        example_projected_latency_ms=ex.projected_latency_ms,
+        example_projected_critical_path=[
+            {"name": p.name, "ms": p.ms} for p in ex.projected_critical_path
+        ],
+    )
+    return out
+
+
 def analyze_spans(
     spans: pa.Table | pl.DataFrame,
     *,
@@ -48,19 +152,22 @@ def analyze_spans(
     warnings: list[str] | None = None,
 ) -> Analysis:
     """Analyse a table of complete traces; ``warnings`` from loading are carried along."""
-    ta = analyze_traces(spans)
-    found: list[dict[str, Any]] = []
+    return complete(analyze_traces(spans), top=top, findings=findings, warnings=warnings)
+
+
+def complete(
+    ta: TraceAnalysis,
+    *,
+    top: int | None = None,
+    findings: bool = True,
+    warnings: list[str] | None = None,
+) -> Analysis:
+    """The cross-trace part on a whole ``TraceAnalysis`` (per-trace results of every trace,
+    however they were computed: here, or per partition on a distributed engine): the findings
+    (evidence over all traces, replay); the summary and operations are computed when read."""
+    found: list[Finding] = []
     if findings:
-        found = _find(ta)
+        from tracelens.analysis.findings import find_all
+
+        found = find_all(ta)
     return Analysis(traces=ta, findings=found, warnings=[*(warnings or []), *ta.warnings], top=top)
-
-
-def _find(ta: TraceAnalysis) -> list[dict[str, Any]]:
-    import importlib
-    import importlib.util
-
-    if importlib.util.find_spec("tracelens.analysis.findings") is None:
-        return []  # the bottleneck finder has not landed yet
-    module = importlib.import_module("tracelens.analysis.findings")
-    result: list[dict[str, Any]] = module.find_all(ta)
-    return result

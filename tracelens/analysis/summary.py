@@ -1,11 +1,17 @@
-"""Aggregate per-trace results into the ``tracelens.analysis/1`` document.
+"""Aggregate per-trace results into the typed summary of an analysis.
 
-See ``docs/analysis-json.md``: field names and meanings there are a contract.
+:class:`Summary`, :class:`Operation` and :class:`TraceSummary` hold the figures of the
+``tracelens.analysis/1`` document.  Percentiles and per-kind times are rounded here (to the
+microsecond, shares to 1e-4), as every output states them; an :class:`Operation` keeps its
+full precision for the HTML report's own formatting, and ``Operation.rounded`` gives the
+figures the JSON and the terminal tables state.  Field names and meanings are a contract
+(``docs/analysis-json.md``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 
 import numpy as np
 import polars as pl
@@ -29,22 +35,91 @@ def percentiles(values: np.ndarray, qs: tuple[float, ...] = (50, 95, 99)) -> dic
     return {f"p{int(q)}": round(float(v), 3) for q, v in zip(qs, got, strict=True)}
 
 
-def summary(ta: TraceAnalysis) -> dict[str, Any]:
+@dataclass(frozen=True)
+class Summary:
+    """Over all traces: counts, end-to-end latency, critical-path time and share by kind."""
+
+    traces: int
+    spans: int
+    latency_ms: dict[str, float]  # p50, p95, p99, max
+    critical_path_ms: dict[str, float]  # per kind, in KINDS order
+    critical_path_share: dict[str, float]  # per kind; adds up to 1 (or all 0)
+    critical_path_split: str  # how sections are split between kinds, in words
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One (service, span name): its usual kind, count, duration and critical-path time
+    (full precision)."""
+
+    service: str
+    name: str
+    kind: str
+    count: int
+    p50_ms: float
+    p95_ms: float
+    cpu_ms: float
+    critical_ms: float  # exclusive time on the main critical paths, all traces
+    critical_share: float
+
+    def rounded(self) -> Operation:
+        """The figures as the analysis document states them: ms to 1e-3, the share to 1e-4."""
+        return replace(
+            self,
+            p50_ms=round(self.p50_ms, 3),
+            p95_ms=round(self.p95_ms, 3),
+            cpu_ms=round(self.cpu_ms, 3),
+            critical_ms=round(self.critical_ms, 3),
+            critical_share=round(self.critical_share, 4),
+        )
+
+
+# The columns of a critical path, one row per section (docs/critical-path.md).
+PATH_COLUMNS = ("span_id", "name", "kind", "start_ns", "end_ns")
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    """One trace: its main root, latency and critical path."""
+
+    trace_id: str
+    root_span_id: str
+    root_name: str
+    root_service: str
+    start_ns: int
+    duration_ms: float
+    spans: int
+    critical_path_ms: dict[str, float]  # per kind
+    # PATH_COLUMNS, in path order.  A table, not objects: the traces of an analysis hold a row
+    # per critical-path section (hundreds of thousands), and only the JSON reads them all.
+    critical_path: pl.DataFrame
+
+    def largest_kind(self) -> tuple[str, float] | None:
+        """The kind with the most critical-path time and its share; None when there is none."""
+        ms = self.critical_path_ms
+        total = sum(ms.values())
+        if total <= 0:
+            return None
+        k = max(ms, key=lambda key: ms[key])
+        return k, ms[k] / total
+
+
+def summary(ta: TraceAnalysis) -> Summary:
     lat_ms = ta.traces["duration_ns"].to_numpy() / 1e6
     by_kind = {k: float(ta.traces[f"{k}_ns"].sum()) / 1e6 for k in KINDS}
     total = sum(by_kind.values())
     latency = percentiles(lat_ms)
     latency["max"] = round(float(lat_ms.max()), 3) if len(lat_ms) else 0.0
-    return {
-        "traces": ta.traces.height,
-        "spans": ta.spans.height,
-        "latency_ms": latency,
-        "critical_path_ms": {k: round(v, 3) for k, v in by_kind.items()},
-        "critical_path_share": {
+    return Summary(
+        traces=ta.traces.height,
+        spans=ta.spans.height,
+        latency_ms=latency,
+        critical_path_ms={k: round(v, 3) for k, v in by_kind.items()},
+        critical_path_share={
             k: (round(v / total, 4) if total > 0 else 0.0) for k, v in by_kind.items()
         },
-        "critical_path_split": SPLIT_NOTE,
-    }
+        critical_path_split=SPLIT_NOTE,
+    )
 
 
 def operations(ta: TraceAnalysis) -> pl.DataFrame:
@@ -77,51 +152,67 @@ def operations(ta: TraceAnalysis) -> pl.DataFrame:
     return ops.drop("_total_ns")
 
 
-def traces_list(ta: TraceAnalysis, top: int | None = None) -> list[dict[str, Any]]:
-    """Traces slowest first, each with its main root's critical path."""
-    tr = ta.traces.sort(["duration_ns", "trace_id"], descending=[True, False])
+def traces_list(
+    ta: TraceAnalysis, top: int | None = None, trace_ids: Sequence[str] | None = None
+) -> list[TraceSummary]:
+    """Traces slowest first, each with its main root's critical path (only ``trace_ids`` when
+    given)."""
+    tr = ta.traces
+    if trace_ids is not None:
+        tr = tr.filter(pl.col("trace_id").is_in(list(trace_ids)))
+    tr = tr.sort(["duration_ns", "trace_id"], descending=[True, False])
     if top is not None:
         tr = tr.head(top)
     keep = tr["trace_id"].to_list()
-    secs = (
-        ta.sections.filter(pl.col("main") & pl.col("trace_id").is_in(keep))
-        .select("trace_id", "span_id", "name", "kind", "start_ns", "end_ns")
-        .partition_by("trace_id", as_dict=True, maintain_order=True)
+    main = ta.sections.filter(pl.col("main") & pl.col("trace_id").is_in(keep))
+    secs = main.select("trace_id", *PATH_COLUMNS).partition_by(
+        "trace_id", as_dict=True, maintain_order=True, include_key=False
     )
+    no_path = main.select(PATH_COLUMNS).clear()
     out = []
     for row in tr.iter_rows(named=True):
         path = secs.get((row["trace_id"],))
         out.append(
-            {
-                "trace_id": row["trace_id"],
-                "root_span_id": row["root_span_id"],
-                "root_name": row["root_name"],
-                "root_service": row["root_service"],
-                "start_ns": row["start_ns"],
-                "duration_ms": row["duration_ns"] / 1e6,
-                "spans": row["spans"],
-                "critical_path_ms": {k: round(row[f"{k}_ns"] / 1e6, 3) for k in KINDS},
-                "critical_path": (path.drop("trace_id").to_dicts() if path is not None else []),
-            }
+            TraceSummary(
+                trace_id=row["trace_id"],
+                root_span_id=row["root_span_id"],
+                root_name=row["root_name"],
+                root_service=row["root_service"],
+                start_ns=row["start_ns"],
+                duration_ms=row["duration_ns"] / 1e6,
+                spans=row["spans"],
+                critical_path_ms={k: round(row[f"{k}_ns"] / 1e6, 3) for k in KINDS},
+                critical_path=path if path is not None else no_path,
+            )
         )
     return out
 
 
-def operations_list(ta: TraceAnalysis, top: int | None = None) -> list[dict[str, Any]]:
-    ops = operations(ta)
-    if top is not None:
-        ops = ops.head(top)
-    rows = ops.to_dicts()
-    for r in rows:
-        for k in ("p50_ms", "p95_ms", "critical_ms", "cpu_ms"):
-            r[k] = round(float(r[k] or 0.0), 3)
-        r["critical_share"] = round(float(r["critical_share"]), 4)
-    return rows
+def operations_list(ta: TraceAnalysis) -> list[Operation]:
+    """Every operation, most critical-path time first (the rows of ``operations``)."""
+    return [
+        Operation(
+            service=r["service"],
+            name=r["name"],
+            kind=r["kind"],
+            count=r["count"],
+            p50_ms=float(r["p50_ms"] or 0.0),
+            p95_ms=float(r["p95_ms"] or 0.0),
+            cpu_ms=float(r["cpu_ms"] or 0.0),
+            critical_ms=float(r["critical_ms"] or 0.0),
+            critical_share=float(r["critical_share"]),
+        )
+        for r in operations(ta).iter_rows(named=True)
+    ]
 
 
 __all__ = [
     "KIND_NS",
+    "PATH_COLUMNS",
     "SCHEMA",
+    "Operation",
+    "Summary",
+    "TraceSummary",
     "operations",
     "operations_list",
     "percentiles",

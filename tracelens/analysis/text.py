@@ -1,12 +1,13 @@
-"""Terminal tables for ``tracelens analyze --format text``."""
+"""Terminal tables for ``tracelens analyze --format text``, read from the typed results."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tracelens.analysis import summary as s
+from tracelens.analysis.findings.finding import CacheDetails, Finding
 from tracelens.analysis.kinds import KINDS
+from tracelens.analysis.summary import TraceSummary
 
 if TYPE_CHECKING:
     from tracelens.analysis.result import Analysis
@@ -37,11 +38,10 @@ def _clip(text: str, n: int = 48) -> str:
 
 
 def render_text(analysis: Analysis, top: int = 10) -> str:
-    ta = analysis.traces
-    summ = s.summary(ta)
-    lat = summ["latency_ms"]
+    summ = analysis.summary
+    lat = summ.latency_ms
     out = [
-        f"{summ['traces']:,} traces, {summ['spans']:,} spans",
+        f"{summ.traces:,} traces, {summ.spans:,} spans",
         "",
         "End-to-end latency (ms)",
         table(
@@ -53,10 +53,7 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
         "Critical-path time by kind",
         table(
             ["kind", "ms", "share"],
-            [
-                [k, summ["critical_path_ms"][k], f"{summ['critical_path_share'][k]:.1%}"]
-                for k in KINDS
-            ],
+            [[k, summ.critical_path_ms[k], f"{summ.critical_path_share[k]:.1%}"] for k in KINDS],
             [False, True, True],
         ),
         "",
@@ -65,16 +62,16 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
             ["service", "operation", "kind", "count", "p50 ms", "p95 ms", "critical ms", "share"],
             [
                 [
-                    _clip(o["service"], 24),
-                    _clip(o["name"]),
-                    o["kind"],
-                    o["count"],
-                    o["p50_ms"],
-                    o["p95_ms"],
-                    o["critical_ms"],
-                    f"{o['critical_share']:.1%}",
+                    _clip(o.service, 24),
+                    _clip(o.name),
+                    o.kind,
+                    o.count,
+                    o.p50_ms,
+                    o.p95_ms,
+                    o.critical_ms,
+                    f"{o.critical_share:.1%}",
                 ]
-                for o in s.operations_list(ta, top)
+                for o in (op.rounded() for op in analysis.operations[:top])
             ],
             [False, False, False, True, True, True, True, True],
         ),
@@ -83,14 +80,8 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
         table(
             ["trace_id", "root", "ms", "spans", "critical path (largest kind)"],
             [
-                [
-                    t["trace_id"],
-                    _clip(t["root_name"], 36),
-                    t["duration_ms"],
-                    t["spans"],
-                    _largest(t),
-                ]
-                for t in s.traces_list(ta, top)
+                [t.trace_id, _clip(t.root_name, 36), t.duration_ms, t.spans, _largest(t)]
+                for t in analysis.slowest(top)
             ],
             [False, False, True, True, False],
         ),
@@ -103,37 +94,27 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
     return "\n".join(out) + "\n"
 
 
-def _finding_lines(f: dict[str, Any]) -> list[str]:
-    head = f"- {f['type']}"
-    if f.get("confidence"):
-        head += f" [{f['confidence']}]"
-    if f.get("parent"):
-        head += f" under {f['parent']}"
-    head += f": {', '.join(map(str, f.get('names', [])))}"
-    saving = f.get("saving_ms") or {}
-    if saving.get("p50") is not None:
-        head += f"  (saves ~{saving['p50']:,.1f} ms p50 / {saving.get('p95', 0.0):,.1f} p95"
-        if f.get("traces") is not None:
-            head += f" in {f['traces']:,} traces"
-        head += ")"
+def _finding_lines(f: Finding) -> list[str]:
+    head = f"- {f.type.value} [{f.confidence}]"
+    if f.parent:
+        head += f" under {f.parent}"
+    head += f": {', '.join(f.names)}"
+    head += (
+        f"  (saves ~{f.saving_ms['p50']:,.1f} ms p50 / {f.saving_ms['p95']:,.1f} p95"
+        f" in {f.traces:,} traces)"
+    )
     lines = [head]
-    if f["type"] == "cacheable":
+    if isinstance(f.details, CacheDetails):
         extra = []
-        if f.get("identical_results") is not None:
-            extra.append(f"identical results: {'yes' if f['identical_results'] else 'no'}")
-        if f.get("suggested_ttl_s") is not None:
-            extra.append(f"suggested TTL {f['suggested_ttl_s']:g} s")
-        if extra:
-            lines.append("    " + "; ".join(extra))
-    if f.get("explanation"):
-        lines.append(f"    {f['explanation']}")
+        if f.details.identical_results is not None:
+            extra.append(f"identical results: {'yes' if f.details.identical_results else 'no'}")
+        extra.append(f"suggested TTL {f.details.suggested_ttl_s:g} s")
+        lines.append("    " + "; ".join(extra))
+    if f.explanation:
+        lines.append(f"    {f.explanation}")
     return lines
 
 
-def _largest(t: dict[str, Any]) -> str:
-    ms = t["critical_path_ms"]
-    total = sum(ms.values())
-    if total <= 0:
-        return "-"
-    k = max(ms, key=lambda key: ms[key])
-    return f"{k} {ms[k] / total:.0%}"
+def _largest(t: TraceSummary) -> str:
+    largest = t.largest_kind()
+    return "-" if largest is None else f"{largest[0]} {largest[1]:.0%}"

@@ -4,12 +4,17 @@ Everything here is vectorised over all traces at once (Polars joins, NumPy gathe
 rare broken parts of a trace (parent cycles) are walked in Python.  The forest is CSR-shaped:
 ``children[child_off[i]:child_off[i+1]]`` are span ``i``'s children in the order the critical
 path walk wants them (latest end first, then earliest start, then input order).
+
+The arrays (:class:`Tree`) are kept in the analysis result (``TraceAnalysis.tree``), so the
+what-if replay's timeline derives from them instead of resolving parents again; whether a
+parent waits for a child (:func:`waits_for`) is decided here, once, for both.
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import polars as pl
@@ -19,10 +24,10 @@ _HEX16 = re.compile(r"^[0-9a-f]{16}$")
 
 
 @dataclass
-class Forest:
-    """The spans (deduplicated, grouped by trace) plus index arrays over their rows."""
+class Tree:
+    """Index arrays over the rows of the analysed spans (row i is span i of
+    ``TraceAnalysis.spans``); computed once per analysis and only read afterwards."""
 
-    spans: pl.DataFrame  # row i is span i; has _row (input order) and _trace (trace number)
     parent: np.ndarray  # row of the parent in the tree, -1 for a root
     trace: np.ndarray  # trace number of each row (0..n_traces-1)
     trace_ids: list[str]
@@ -30,13 +35,39 @@ class Forest:
     roots: np.ndarray  # rows of every root, all traces
     child_off: np.ndarray  # CSR offsets, len n+1
     children: np.ndarray  # CSR payload (rows), only children the walk may wait on
-    start: np.ndarray
+    start: np.ndarray  # int64 ns (end clamped to start where it was earlier)
     end: np.ndarray
-    warnings: list[str] = field(default_factory=list)
+    row: np.ndarray  # int64 input order (ties in the walk and the replay)
+    waits: np.ndarray  # bool: the span's parent waits for it (``waits_for``)
 
     @property
     def n(self) -> int:
         return len(self.parent)
+
+    @property
+    def n_traces(self) -> int:
+        return len(self.main_root)
+
+
+@dataclass
+class Forest(Tree):
+    """A :class:`Tree` with the spans it indexes (deduplicated, grouped by trace)."""
+
+    spans: pl.DataFrame  # has _row (input order) and _trace (trace number)
+    warnings: list[str] = field(default_factory=list)
+
+    def tree(self) -> Tree:
+        """The index arrays alone (shared, not copied), without the span table."""
+        return Tree(**{name: getattr(self, name) for name in Tree.__dataclass_fields__})
+
+
+def waits_for(parent: np.ndarray, span_kind: pl.Series) -> np.ndarray:
+    """Per span: whether its parent waits for it.  Every child blocks its parent except a
+    CONSUMER under a PRODUCER: the message is handled asynchronously (docs/critical-path.md)."""
+    has_parent = parent >= 0
+    consumer = (span_kind == "consumer").to_numpy()
+    producer = (span_kind == "producer").to_numpy()
+    return has_parent & ~(consumer & producer[np.where(has_parent, parent, 0)])
 
 
 def build_forest(spans: pl.DataFrame) -> Forest:
@@ -54,26 +85,42 @@ def build_forest(spans: pl.DataFrame) -> Forest:
     df = _fix_times(df, warnings)
     _check_ids(df, warnings)
     parent = _resolve_parents(df, parent, warnings)
+    return Forest(spans=df, warnings=warnings, **_index(df, parent))
+
+
+def tree_of(spans: pl.DataFrame) -> Tree:
+    """The :class:`Tree` of spans analysed already (``TraceAnalysis.spans``: their ``_parent``,
+    ``_trace`` and ``_row`` resolved), e.g. per-trace results concatenated by a distributed
+    engine: the same arrays ``build_forest`` gives for the same rows."""
+    parent = spans["_parent"].to_numpy().astype(np.int64)
+    return Tree(**_index(spans, parent))
+
+
+def _index(df: pl.DataFrame, parent: np.ndarray) -> dict[str, Any]:
+    """The index arrays of :class:`Tree` over ``df`` (grouped by trace, numbered) and its
+    resolved ``parent`` rows."""
     start = df["start_ns"].to_numpy().astype(np.int64, copy=False)
     end = df["end_ns"].to_numpy().astype(np.int64, copy=False)
     trace = df["_trace"].to_numpy()
     trace_ids = df.select(pl.col("trace_id").unique(maintain_order=True))["trace_id"].to_list()
     roots = np.flatnonzero(parent < 0)
-    main_root = main_roots(roots, trace, start, end, df["_row"].to_numpy(), len(trace_ids))
-    child_off, children = _children(df, parent, start, end)
-    return Forest(
-        spans=df,
-        parent=parent,
-        trace=trace,
-        trace_ids=trace_ids,
-        main_root=main_root,
-        roots=roots,
-        child_off=child_off,
-        children=children,
-        start=start,
-        end=end,
-        warnings=warnings,
-    )
+    row = df["_row"].to_numpy().astype(np.int64)
+    main_root = main_roots(roots, trace, start, end, row, len(trace_ids))
+    waits = waits_for(parent, df["span_kind"])
+    child_off, children = _children(waits, parent, start, end, row)
+    return {
+        "parent": parent,
+        "trace": trace,
+        "trace_ids": trace_ids,
+        "main_root": main_root,
+        "roots": roots,
+        "child_off": child_off,
+        "children": children,
+        "start": start,
+        "end": end,
+        "row": row,
+        "waits": waits,
+    }
 
 
 def _grouped_by_trace(df: pl.DataFrame) -> pl.DataFrame:
@@ -247,16 +294,11 @@ def main_roots(
 
 
 def _children(
-    df: pl.DataFrame, parent: np.ndarray, start: np.ndarray, end: np.ndarray
+    waits: np.ndarray, parent: np.ndarray, start: np.ndarray, end: np.ndarray, row: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """CSR children lists without the CONSUMER children of PRODUCER parents (they don't block)."""
+    """CSR children lists of the children their parents wait for (``waits_for``)."""
     n = len(parent)
-    consumer = (df["span_kind"] == "consumer").to_numpy()
-    producer = (df["span_kind"] == "producer").to_numpy()
-    edge = np.flatnonzero(parent >= 0)
-    blocked = consumer[edge] & producer[parent[edge]]
-    edge = edge[~blocked]
-    row = df["_row"].to_numpy()
+    edge = np.flatnonzero(waits)
     order = np.lexsort((row[edge], start[edge], -end[edge], parent[edge]))
     children = edge[order]
     counts = np.bincount(parent[children], minlength=n)

@@ -31,6 +31,7 @@ import polars as pl
 from tracelens_instrumentation import attributes as A
 
 from tracelens.analysis.core import TraceAnalysis
+from tracelens.analysis.findings.finding import Evidence, Finding, FindingType, WhatIfDetails
 from tracelens.analysis.findings.replay import Change, replay
 from tracelens.analysis.findings.timeline import Timeline, build_timeline
 from tracelens.analysis.stages import calls_a_server, inherited_classes, span_classes
@@ -375,7 +376,7 @@ def project(
     tl: Timeline | None = None,
 ) -> Projection:
     """Every trace's latency with ``what`` applied, from the replay."""
-    tl = build_timeline(ta.spans) if tl is None else tl
+    tl = build_timeline(ta.tree) if tl is None else tl
     m = _Model(ta, tl, fits)
     if what.kind == "stream":
         return _project_stream(m)
@@ -410,14 +411,14 @@ def findings(
     *,
     threshold_ms: float = DEFAULT_THRESHOLD_MS,
     fits: list[ModelFit] | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Finding]:
     """The what-ifs that save at least ``threshold_ms`` at p50 over the traces they touch, as
     findings of docs/analysis-json.md (type ``what_if``); most total saving first."""
     if ta.spans.height == 0 or not whats:
         return []
-    tl = build_timeline(ta.spans)
+    tl = build_timeline(ta.tree)
     fits = token_fits(ta) if fits is None else fits
-    out: list[dict[str, Any]] = []
+    out: list[Finding] = []
     for what in whats:
         p = project(ta, what, fits=fits, tl=tl)
         touched = np.unique(tl.trace[p.change.rows(tl.n)]) if p.calls else np.zeros(0, int)
@@ -432,26 +433,26 @@ def findings(
             f"{title}: saves {p50:,.1f} ms at p50 over {len(touched)} traces "
             f"({p.calls} spans changed), through the replay"
         )
+        rows = p.change.rows(tl.n)
         out.append(
-            {
-                "type": "what_if",
-                "what_if": what.label,
-                "names": sorted(set(ta.spans["name"].gather(p.change.rows(tl.n)).to_list()))[:10],
-                "services": sorted(set(ta.spans["service"].gather(p.change.rows(tl.n)).to_list()))[
-                    :10
-                ],
-                "traces": len(touched),
-                "occurrences": p.calls,
-                "saving_ms": _pcts(saving),
-                "projected_latency_ms": _pcts(p.projected / 1e6),
-                "total_saving_ms": round(float(saving.sum()), 3),
-                "traces_on_critical_path": int((saving > 0).sum()),
-                "confidence": "medium",
-                "evidence": [{"code": "what_if", "detail": detail}],
-                "explanation": detail,
-            }
+            Finding(
+                type=FindingType.WHAT_IF,
+                names=sorted(set(ta.spans["name"].gather(rows).to_list()))[:10],
+                services=sorted(set(ta.spans["service"].gather(rows).to_list()))[:10],
+                parent=None,
+                parent_service=None,
+                traces=len(touched),
+                occurrences=p.calls,
+                saving_ms=_pcts(saving),
+                projected_latency_ms=_pcts(p.projected / 1e6),
+                total_saving_ms=round(float(saving.sum()), 3),
+                traces_on_critical_path=int((saving > 0).sum()),
+                confidence="medium",
+                evidence=[Evidence("what_if", detail)],
+                details=WhatIfDetails(what.label),
+            )
         )
-    out.sort(key=lambda f: -f["total_saving_ms"])
+    out.sort(key=lambda f: -f.total_saving_ms)
     return out
 
 

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 from typing import Any, Final, Protocol
 
-from tracelens.analysis import Analysis, TraceAnalysis
+from tracelens.analysis import Analysis
+from tracelens.analysis.result import complete
 from tracelens.errors import TracelensError
 
 ENGINES: Final = ("embedded", "spark")
@@ -40,24 +41,6 @@ class Engine(Protocol):
         findings: bool = True,
         warnings: list[str] | None = None,
     ) -> Analysis: ...
-
-
-def complete(
-    ta: TraceAnalysis,
-    *,
-    top: int | None = None,
-    findings: bool = True,
-    warnings: list[str] | None = None,
-) -> Analysis:
-    """The cross-trace part: findings (evidence over all traces, replay) on a whole
-    ``TraceAnalysis``; the summary and operations are computed from it when rendered.  The same
-    steps as ``analysis.analyze_spans`` after its ``analyze_traces``."""
-    found: list[dict[str, Any]] = []
-    if findings:
-        from tracelens.analysis.findings import find_all
-
-        found = find_all(ta)
-    return Analysis(traces=ta, findings=found, warnings=[*(warnings or []), *ta.warnings], top=top)
 
 
 def get_engine(name: str, *, master: str | None = None) -> Engine:

@@ -9,7 +9,7 @@ plus per-trace order facts and the bucket's warnings: one row per bucket.
 
 Phase two (driver).  ``merge`` renumbers the buckets' rows and traces into the order the
 embedded engine would have given them and concatenates them into one ``TraceAnalysis``;
-``engines.complete`` then runs the cross-trace part (percentiles, operations, the finder's
+``analysis.result.complete`` then runs the cross-trace part (percentiles, operations, the finder's
 evidence over all traces, the replay) exactly as the embedded engine does.  The result, as JSON,
 equals the embedded engine's on the same rows (``tests/test_spark.py``).
 
@@ -39,6 +39,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracelens.analysis import ANALYSIS_COLUMNS, Analysis, TraceAnalysis, analyze_traces
+from tracelens.analysis.tree import tree_of
 from tracelens.engines import EngineError, complete
 from tracelens.errors import InputError
 from tracelens.parquet import CANONICAL_ORDER, SEQ, is_span_set, layout, order_indices
@@ -314,7 +315,11 @@ def merge(parts: list[Part]) -> TraceAnalysis:
     trs = _like(pl.concat(traces).sort("_trace"), parts[0].traces)
     assert trs.height == n_traces and bool((trs["_trace"].to_numpy() == np.arange(n_traces)).all())
     return TraceAnalysis(
-        spans=sp, sections=secs, traces=trs, warnings=merge_warnings([p.warnings for p in parts])
+        spans=sp,
+        sections=secs,
+        traces=trs,
+        tree=tree_of(sp),
+        warnings=merge_warnings([p.warnings for p in parts]),
     )
 
 

@@ -1,8 +1,10 @@
 """What a report shows, computed from an ``Analysis``: plain dicts the templates only lay out.
 
-Everything is aggregated before it reaches a template (top-N tables, fixed histogram bins, a few
-waterfalls), so a report over a million spans stays a few hundred kilobytes and renders in
-milliseconds once the analysis is done.  Numbers stay numbers here; ``fmt`` turns them into text.
+It reads the analysis' typed results (``Analysis.summary``, ``.operations``, ``.findings``) and
+its tables, never the JSON form.  Everything is aggregated before it reaches a template (top-N
+tables, fixed histogram bins, a few waterfalls), so a report over a million spans stays a few
+hundred kilobytes and renders in milliseconds once the analysis is done.  Numbers stay numbers
+here; ``fmt`` turns them into text.
 """
 
 from __future__ import annotations
@@ -15,6 +17,14 @@ import polars as pl
 
 from tracelens.analysis import Analysis, TraceAnalysis
 from tracelens.analysis import summary as s
+from tracelens.analysis.findings.finding import (
+    CacheDetails,
+    Finding,
+    FindingType,
+    LoopDetails,
+    ParallelDetails,
+    TailDetails,
+)
 from tracelens.analysis.kinds import KINDS
 from tracelens.report import fmt
 
@@ -41,21 +51,20 @@ def segments(by_kind: dict[str, float], scale: float) -> list[dict[str, Any]]:
 
 
 def headline(analysis: Analysis) -> dict[str, Any]:
-    ta = analysis.traces
-    summ = s.summary(ta)
-    tr = ta.traces
+    summ = analysis.summary
+    tr = analysis.traces.traces
     first = int(tr["start_ns"].min()) if tr.height else None  # type: ignore[arg-type]
     last = int(tr["end_ns"].max()) if tr.height else None  # type: ignore[arg-type]
-    crit = summ["critical_path_ms"]
+    crit = summ.critical_path_ms
     total = sum(crit.values())
     return {
-        "traces": summ["traces"],
-        "spans": summ["spans"],
-        "latency": summ["latency_ms"],
+        "traces": summ.traces,
+        "spans": summ.spans,
+        "latency": summ.latency_ms,
         "critical_ms": crit,
-        "share": summ["critical_path_share"],
+        "share": summ.critical_path_share,
         "share_bar": segments(crit, total),
-        "split_note": summ.get("critical_path_split", ""),
+        "split_note": summ.critical_path_split,
         "first_ns": first,
         "last_ns": last,
         "dominant": max(KINDS, key=lambda k: crit[k]) if total > 0 else None,
@@ -178,16 +187,24 @@ def roots_breakdown(ta: TraceAnalysis, top: int = TOP_ROOTS) -> dict[str, Any]:
     return {"rows": out, "hidden": g.height - shown.height}
 
 
-def top_operations(ta: TraceAnalysis, top: int = TOP_OPERATIONS) -> dict[str, Any]:
-    ops = s.operations(ta)
-    rows = ops.head(top).to_dicts()
-    peak = max((r["critical_ms"] for r in rows), default=0.0)
-    n_traces = ta.traces.height
-    for r in rows:
-        r["kind"] = kind_class(r["kind"])
-        r["per_trace_ms"] = r["critical_ms"] / n_traces if n_traces else 0.0
-        r["bar"] = 100.0 * r["critical_ms"] / peak if peak > 0 else 0.0
-    return {"rows": rows, "hidden": ops.height - len(rows)}
+def top_operations(analysis: Analysis, top: int = TOP_OPERATIONS) -> dict[str, Any]:
+    ops = analysis.operations
+    n_traces = analysis.summary.traces
+    rows = [
+        {
+            "service": o.service,
+            "name": o.name,
+            "kind": kind_class(o.kind),
+            "count": o.count,
+            "p50_ms": o.p50_ms,
+            "p95_ms": o.p95_ms,
+            "critical_ms": o.critical_ms,
+            "critical_share": o.critical_share,
+            "per_trace_ms": o.critical_ms / n_traces if n_traces else 0.0,
+        }
+        for o in ops[:top]
+    ]
+    return {"rows": rows, "hidden": len(ops) - len(rows)}
 
 
 def cpu_split(ta: TraceAnalysis, top: int = TOP_CPU) -> dict[str, Any]:
@@ -229,92 +246,75 @@ def cpu_split(ta: TraceAnalysis, top: int = TOP_CPU) -> dict[str, Any]:
 
 
 _TITLES = {
-    "parallelizable": "Run {names} in parallel",
-    "cacheable": "Cache {names}",
-    "retry": "Stop the retries of {names}",
-    "n_plus_one": "Batch the repeated {names} calls",
-}
-_KNOWN_KEYS = {
-    "type",
-    "names",
-    "parent",
-    "traces",
-    "occurrences",
-    "saving_ms",
-    "projected_latency_ms",
-    "evidence",
-    "explanation",
+    FindingType.PARALLELIZABLE: "Run {names} in parallel",
+    FindingType.CACHEABLE: "Cache {names}",
+    FindingType.RETRY: "Stop the retries of {names}",
+    FindingType.N_PLUS_ONE: "Batch the repeated {names} calls",
 }
 
 
-def _names(names: Any) -> str:
-    if isinstance(names, (list, tuple)):
-        items = [str(n) for n in names]
-        if len(items) > 4:
-            items = [*items[:4], f"{len(items) - 4} more"]
-        return ", ".join(items)
-    return str(names) if names is not None else ""
+def _names(names: list[str]) -> str:
+    items = names if len(names) <= 4 else [*names[:4], f"{len(names) - 4} more"]
+    return ", ".join(items)
 
 
-def finding_view(f: dict[str, Any]) -> dict[str, Any]:
-    """One finding in words; unknown finding types still show, with their fields listed."""
-    kind = str(f.get("type", "finding"))
-    names = _names(f.get("names"))
-    title = _TITLES.get(kind, kind.replace("_", " ").capitalize() + ": {names}").format(names=names)
-    if kind == "parallelizable" and f.get("parent"):
-        title += f" under {f['parent']}"
-    saving = _mapping(f.get("saving_ms"))
-    projected = _mapping(f.get("projected_latency_ms"))
-    extra = [
-        (k, _scalar(v))
-        for k, v in sorted(f.items())
-        if k not in _KNOWN_KEYS and _scalar(v) is not None
-    ]
+def finding_view(f: Finding) -> dict[str, Any]:
+    """One finding in words, with its further figures listed (``facts``)."""
+    generic = f.type.value.replace("_", " ").capitalize() + ": {names}"
+    title = _TITLES.get(f.type, generic).format(names=_names(f.names))
+    if f.type is FindingType.PARALLELIZABLE and f.parent:
+        title += f" under {f.parent}"
     return {
-        "type": kind,
+        "type": f.type.value,
         "title": title,
-        "saving_p50": _num(saving.get("p50")),
-        "saving_p95": _num(saving.get("p95")),
-        "projected_p50": _num(projected.get("p50")),
-        "projected_p95": _num(projected.get("p95")),
-        "traces": f.get("traces"),
-        "occurrences": f.get("occurrences"),
-        "explanation": _explanation(f),
-        "confidence": f.get("confidence"),
-        "extra": extra,
+        "saving_p50": f.saving_ms["p50"],
+        "saving_p95": f.saving_ms["p95"],
+        "projected_p50": f.projected_latency_ms["p50"],
+        "projected_p95": f.projected_latency_ms["p95"],
+        "traces": f.traces,
+        "occurrences": f.occurrences,
+        "explanation": f.explanation,
+        "confidence": f.confidence,
+        "extra": facts(f),
     }
 
 
-def _explanation(f: dict[str, Any]) -> str | None:
-    """The finding's reasons in words: ``explanation``, else the details of its ``evidence``."""
-    text = f.get("explanation")
-    if isinstance(text, str):
-        return text
-    ev = f.get("evidence")
-    if isinstance(ev, str):  # documents written before evidence became a list
-        return ev
-    if isinstance(ev, list):
-        parts = [str(e.get("detail", "")) if isinstance(e, dict) else str(e) for e in ev]
-        return "; ".join(p for p in parts if p) or None
-    return None
+def facts(f: Finding) -> list[tuple[str, str]]:
+    """The finding's figures beyond title, saving and explanation, by name, as text."""
+    pairs: list[tuple[str, str | float | bool | None]] = [
+        ("confidence", f.confidence),
+        ("parent_service", f.parent_service if f.parent is not None else None),
+        ("total_saving_ms", f.total_saving_ms),
+        ("traces_on_critical_path", f.traces_on_critical_path),
+    ]
+    d = f.details
+    if isinstance(d, ParallelDetails):
+        pairs.append(("hops_per_trace", d.hops_per_trace))
+    elif isinstance(d, LoopDetails):
+        pairs.append(("calls_per_trace", d.calls_per_trace))
+    elif isinstance(d, CacheDetails):
+        pairs += [
+            ("identical_results", d.identical_results),
+            ("suggested_ttl_s", d.suggested_ttl_s),
+            ("changed_results", d.changed_results),
+        ]
+    elif isinstance(d, TailDetails):
+        pairs.append(("tail_traces", d.tail_traces))
+    if f.example is not None:
+        pairs += [
+            ("example_trace_id", f.example.trace_id),
+            ("example_latency_ms", f.example.latency_ms),
+            ("example_projected_latency_ms", f.example.projected_latency_ms),
+        ]
+    return sorted((k, _text(v)) for k, v in pairs if v is not None)
 
 
-def _mapping(v: Any) -> dict[str, Any]:
-    return v if isinstance(v, dict) else {}
-
-
-def _num(v: Any) -> float | None:
-    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
-
-
-def _scalar(v: Any) -> str | None:
+def _text(v: str | float | bool) -> str:
     if isinstance(v, bool):
         return "yes" if v else "no"
-    if isinstance(v, (int, float)):
-        return fmt.num(v)
     if isinstance(v, str):
         return v if len(v) <= 200 else v[:199] + "…"
-    return None
+    return fmt.num(v)
 
 
 def findings(analysis: Analysis) -> dict[str, Any]:

@@ -67,7 +67,7 @@ def report_context(
         "head": head,
         "histogram": model.latency_histogram(ta.traces["duration_ns"].to_numpy() / 1e6),
         "roots": model.roots_breakdown(ta),
-        "operations": model.top_operations(ta),
+        "operations": model.top_operations(analysis),
         "cpu": model.cpu_split(ta),
         "findings": model.findings(analysis),
         "waterfalls": waterfalls(analysis),

@@ -15,8 +15,7 @@ from typing import Any
 import polars as pl
 
 from tracelens.analysis import Analysis
-from tracelens.analysis.kinds import KINDS
-from tracelens.analysis.summary import percentiles
+from tracelens.analysis.summary import traces_list
 from tracelens.report import fmt
 from tracelens.report.model import axis_ticks, kind_class, representative
 
@@ -31,7 +30,7 @@ def choose_traces(analysis: Analysis) -> list[tuple[str, str]]:
     tr = analysis.traces.traces
     if tr.height == 0:
         return []
-    lat = percentiles(tr["duration_ns"].to_numpy() / 1e6)
+    lat = analysis.summary.latency_ms
     slowest = tr.sort(["duration_ns", "trace_id"], descending=[True, False])["trace_id"][0]
     picks = [
         (representative(tr, lat["p95"]), "p95 representative"),
@@ -68,7 +67,7 @@ def waterfall(analysis: Analysis, trace_id: str, why: str, max_rows: int = MAX_R
     secs = ta.sections.filter(pl.col("main") & (pl.col("trace_id") == trace_id)).select(
         "_i", "start_ns", "end_ns"
     )
-    root = ta.traces.filter(pl.col("trace_id") == trace_id).row(0, named=True)
+    (root,) = traces_list(ta, trace_ids=[trace_id])
     crit: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for i, a, b in secs.iter_rows():
         crit[i].append((a, b))
@@ -76,22 +75,22 @@ def waterfall(analysis: Analysis, trace_id: str, why: str, max_rows: int = MAX_R
     t0 = min(r["start_ns"] for r in rows)
     t1 = max(r["end_ns"] for r in rows)
     width = max(t1 - t0, 1)
-    ordered = _preorder(rows, root["root_span_id"])
+    ordered = _preorder(rows, root.root_span_id)
     kept = _keep(ordered, crit, max_rows)
     out_rows = [_row(r, depth, crit.get(r["_i"], []), t0, width) for r, depth in kept]
     return {
         "trace_id": trace_id,
         "why": why,
-        "root_name": root["root_name"],
-        "root_service": root["root_service"],
-        "start_ns": root["start_ns"],
-        "duration_ms": root["duration_ns"] / 1e6,
+        "root_name": root.root_name,
+        "root_service": root.root_service,
+        "start_ns": root.start_ns,
+        "duration_ms": root.duration_ms,
         "window_ms": width / 1e6,
         "spans": len(rows),
         "shown": len(out_rows),
         "rows": out_rows,
         "ticks": [{"x": 100.0 * v * 1e6 / width, "ms": v} for v in axis_ticks(width / 1e6)],
-        "critical_by_kind": {k: root[f"{k}_ns"] / 1e6 for k in KINDS},
+        "critical_by_kind": root.critical_path_ms,
     }
 
 

@@ -17,7 +17,6 @@ from typing import Any
 import polars as pl
 
 from tracelens.analysis import Analysis
-from tracelens.analysis import summary as s
 from tracelens.analysis.diff import Change, RootDiff, Verdict, profile
 from tracelens.analysis.diff import compare as compare_runs
 from tracelens.analysis.diff.profile import Profile
@@ -78,7 +77,7 @@ class WeekStats:
 
 def week_stats(week: str, analysis: Analysis) -> WeekStats:
     ta = analysis.traces
-    summ = s.summary(ta)
+    summ = analysis.summary
     dur = (pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64) / 1e6
     ops = ta.spans.group_by("service", "name").agg(
         pl.len().alias("count"),
@@ -96,10 +95,10 @@ def week_stats(week: str, analysis: Analysis) -> WeekStats:
     )
     return WeekStats(
         week=week,
-        traces=summ["traces"],
-        latency=summ["latency_ms"],
-        share=summ["critical_path_share"],
-        critical_ms=summ["critical_path_ms"],
+        traces=summ.traces,
+        latency=summ.latency_ms,
+        share=summ.critical_path_share,
+        critical_ms=summ.critical_path_ms,
         ops=ops,
         profile=profile(analysis),
     )

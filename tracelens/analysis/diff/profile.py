@@ -17,6 +17,7 @@ import numpy as np
 import polars as pl
 
 from tracelens.analysis.core import KIND_NS
+from tracelens.analysis.findings.finding import Finding
 from tracelens.analysis.kinds import KINDS
 from tracelens.analysis.result import Analysis
 
@@ -174,15 +175,14 @@ def _root_sample(root: Op, traces: pl.DataFrame, crit: pl.DataFrame) -> RootSamp
     )
 
 
-def _brief(f: dict[str, Any]) -> FindingBrief:
-    saving = f.get("saving_ms") or {}
-    p50 = saving.get("p50") if isinstance(saving, dict) else None
+def _brief(f: Finding) -> FindingBrief:
+    p50 = f.saving_ms.get("p50")
     return FindingBrief(
-        type=str(f.get("type")),
-        names=tuple(str(n) for n in f.get("names") or ()),
-        parent=None if f.get("parent") is None else str(f["parent"]),
-        confidence=f.get("confidence"),
-        traces=f.get("traces"),
+        type=f.type.value,
+        names=tuple(f.names),
+        parent=f.parent,
+        confidence=f.confidence,
+        traces=f.traces,
         saving_p50_ms=None if p50 is None else float(p50),
     )
 

@@ -3,18 +3,20 @@
 Detectors (``parallel``, ``repeats``, ``tail``) turn the analysed traces into candidates, each
 with its remedy stated as a what-if :class:`~tracelens.analysis.findings.replay.Change`; one
 replay mechanism (``replay``) re-times the affected traces with the change applied and reads
-off their new latency, so every saving in the output comes from the same model.  Findings are
-ordered by total saving over all traces (the sum of per-trace savings), most first.
+off their new latency, so every saving in the output comes from the same model (``assess``).
+Findings (``finding.Finding``) are ordered by total saving over all traces (the sum of
+per-trace savings), most first.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
 
 from tracelens.analysis.core import TraceAnalysis
+from tracelens.analysis.findings.assess import assess
 from tracelens.analysis.findings.candidate import Candidate
 from tracelens.analysis.findings.features import Features, features
+from tracelens.analysis.findings.finding import Evidence, Finding, FindingType
 from tracelens.analysis.findings.hops import groups
 from tracelens.analysis.findings.parallel import n_plus_one_candidates, parallel_candidates
 from tracelens.analysis.findings.repeats import (
@@ -26,7 +28,6 @@ from tracelens.analysis.findings.repeats import (
     retry_candidates,
 )
 from tracelens.analysis.findings.replay import Change
-from tracelens.analysis.findings.report import findings
 from tracelens.analysis.findings.tail import tail_candidates
 from tracelens.analysis.findings.timeline import Timeline, build_timeline
 
@@ -52,7 +53,7 @@ def candidates(
     ]
 
 
-def find_all(ta: TraceAnalysis, *, window_s: float = DEFAULT_WINDOW_S) -> list[dict[str, Any]]:
+def find_all(ta: TraceAnalysis, *, window_s: float = DEFAULT_WINDOW_S) -> list[Finding]:
     """The findings of ``docs/analysis-json.md``, most total saving first."""
     if ta.spans.height == 0:
         return []
@@ -60,9 +61,18 @@ def find_all(ta: TraceAnalysis, *, window_s: float = DEFAULT_WINDOW_S) -> list[d
     # need nothing from each other: build them side by side.
     with ThreadPoolExecutor(max_workers=1) as pool:
         fe_job = pool.submit(features, ta.spans)
-        tl = build_timeline(ta.spans)
+        tl = build_timeline(ta.tree)
         fe = fe_job.result()
-    return findings(ta, tl, candidates(ta, tl, window_s, fe))
+    return assess(ta, tl, candidates(ta, tl, window_s, fe))
 
 
-__all__ = ["Change", "Timeline", "build_timeline", "candidates", "find_all"]
+__all__ = [
+    "Change",
+    "Evidence",
+    "Finding",
+    "FindingType",
+    "Timeline",
+    "build_timeline",
+    "candidates",
+    "find_all",
+]

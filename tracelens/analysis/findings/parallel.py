@@ -23,6 +23,12 @@ from tracelens.analysis.findings.candidate import (
     weakest,
 )
 from tracelens.analysis.findings.features import MIX1, MIX2
+from tracelens.analysis.findings.finding import (
+    Confidence,
+    FindingType,
+    LoopDetails,
+    ParallelDetails,
+)
 from tracelens.analysis.findings.hops import BASES
 from tracelens.analysis.findings.replay import Change
 
@@ -180,7 +186,7 @@ def parallel_candidates(
         ]
         out.append(
             Candidate(
-                type="parallelizable",
+                type=FindingType.PARALLELIZABLE,
                 names=names,
                 services=services,
                 change=changes[k],
@@ -191,7 +197,7 @@ def parallel_candidates(
                 parent=p_names[k],
                 parent_service=p_services[k],
                 example=example,
-                extra={"hops_per_trace": float(np.median(sizes))},
+                details=ParallelDetails(hops_per_trace=float(np.median(sizes))),
             )
         )
     return out
@@ -342,10 +348,10 @@ def n_plus_one_candidates(spans: pl.DataFrame, h: pl.DataFrame) -> list[Candidat
         parent, parent_service = _label(spans, int(part["p"][0]))
         calls = part["calls"].to_numpy()
         distinct = part["distinct"].to_numpy()
-        level = "high" if bool(part["instr"].all()) else "medium"
+        level: Confidence = "high" if bool(part["instr"].all()) else "medium"
         out.append(
             Candidate(
-                type="n_plus_one",
+                type=FindingType.N_PLUS_ONE,
                 names=[name],
                 services=[service],
                 change=change,
@@ -367,7 +373,7 @@ def n_plus_one_candidates(spans: pl.DataFrame, h: pl.DataFrame) -> list[Candidat
                 parent=parent,
                 parent_service=parent_service,
                 example=list(members[0]),
-                extra={"calls_per_trace": float(np.median(calls))},
+                details=LoopDetails(calls_per_trace=float(np.median(calls))),
             )
         )
     return out

@@ -24,6 +24,7 @@ import polars as pl
 
 from tracelens.analysis.findings.candidate import Candidate, Evidence, count
 from tracelens.analysis.findings.features import KEY_SOURCES, MIX1, Features
+from tracelens.analysis.findings.finding import CacheDetails, Confidence, FindingType
 from tracelens.analysis.findings.replay import Change
 from tracelens.analysis.findings.timeline import Timeline, below
 
@@ -127,7 +128,7 @@ def retry_candidates(
         lost_ms = float((tl.end[attempts] - tl.start[attempts]).sum()) / 1e6
         out.append(
             Candidate(
-                type="retry",
+                type=FindingType.RETRY,
                 names=[name],
                 services=[service],
                 change=Change(instant=np.unique(attempts)),
@@ -272,7 +273,7 @@ def _polling(tl: Timeline, fe: Features, spans: pl.DataFrame, b: np.ndarray) -> 
         traces = np.unique(tl.trace[r])
         out.append(
             Candidate(
-                type="polling",
+                type=FindingType.POLLING,
                 names=[name],
                 services=[str(row0["service"])],
                 change=Change(),
@@ -394,6 +395,7 @@ def _cacheable(
     sources = {KEY_SOURCES[int(s)] for s in np.unique(fe.key_source[hit_rows]) if s >= 0}
     identity = bool((fe.identity[hit_rows] != 0).all())
     read_only = bool(fe.read_only[hit_rows].all())
+    confidence: Confidence
     if identical is None:
         confidence = "low"
     elif identical and read_only and sources <= _CACHE_KEY_SOURCES:
@@ -466,7 +468,7 @@ def _cacheable(
         evidence.append(Evidence("left_out", "left out: " + "; ".join(left_out)))
     hit_rows = np.sort(hit_rows)
     return Candidate(
-        type="cacheable",
+        type=FindingType.CACHEABLE,
         names=[name],
         services=[service],
         change=Change(instant=hit_rows),
@@ -475,11 +477,9 @@ def _cacheable(
         evidence=evidence,
         occurrences=len(hit_rows),
         example=[int(hit_rows[0])],
-        extra={
-            "identical_results": identical,
-            "suggested_ttl_s": ttl,
-            "changed_results": n_changed,
-        },
+        details=CacheDetails(
+            identical_results=identical, suggested_ttl_s=ttl, changed_results=n_changed
+        ),
     )
 
 
@@ -507,7 +507,7 @@ def repeated_write_candidates(
         reason = fe.write_reasons[int(fe.write[r[0]])]
         out.append(
             Candidate(
-                type="repeated_write",
+                type=FindingType.REPEATED_WRITE,
                 names=[str(row0["name"])],
                 services=[str(row0["service"])],
                 change=Change(instant=r),

@@ -16,6 +16,7 @@ import polars as pl
 from tracelens.analysis.core import TraceAnalysis
 from tracelens.analysis.findings.candidate import Candidate, Evidence
 from tracelens.analysis.findings.features import Features
+from tracelens.analysis.findings.finding import FindingType, TailDetails
 from tracelens.analysis.findings.replay import Change
 from tracelens.analysis.findings.timeline import Timeline
 
@@ -129,7 +130,7 @@ def _candidate(
     ]
     share = float(growth.sum() / gap_ns)
     return Candidate(
-        type="tail",
+        type=FindingType.TAIL,
         names=names,
         services=services,
         change=change,
@@ -150,10 +151,10 @@ def _candidate(
         ],
         occurrences=len(slow),
         example=[],
-        extra={
-            "growth_ms": {n: round(float(g) / 1e6, 3) for n, g in zip(names, growth, strict=True)},
-            "tail_traces": len(slow),
-        },
+        details=TailDetails(
+            growth_ms={n: round(float(g) / 1e6, 3) for n, g in zip(names, growth, strict=True)},
+            tail_traces=len(slow),
+        ),
     )
 
 

@@ -1,10 +1,11 @@
 """The static part of the what-if replay: each trace's waited-on children and what each
 child depends on, as flat arrays over the rows of ``TraceAnalysis.spans``.
 
-Computed once per analysis, vectorised over all traces: children sorted by start and by end
-under each parent (CSR), each child's predecessors as a prefix of its siblings in end order,
-the observed offsets, gaps and tails the replay keeps, and each span's depth.  See
-``replay`` for the model these arrays encode.
+Computed once per analysis from the analysis' own tree (``TraceAnalysis.tree``: parents, main
+roots, and which children their parent waits for), vectorised over all traces: children sorted
+by start and by end under each parent (CSR), each child's predecessors as a prefix of its
+siblings in end order, the observed offsets, gaps and tails the replay keeps, and each span's
+depth.  See ``replay`` for the model these arrays encode.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-import polars as pl
 
-from tracelens.analysis.tree import main_roots
+from tracelens.analysis.tree import Tree
 
 
 @dataclass
@@ -53,21 +53,18 @@ class Timeline:
         return self.koff[rows + 1] > self.koff[rows]
 
 
-def build_timeline(spans: pl.DataFrame) -> Timeline:
-    """The replay structure of ``TraceAnalysis.spans`` (rows in ``_i`` order)."""
-    parent = spans["_parent"].to_numpy().astype(np.int64)
-    start = spans["start_ns"].to_numpy().astype(np.int64)
-    end = spans["end_ns"].to_numpy().astype(np.int64)
-    trace = spans["_trace"].to_numpy().astype(np.int64)
-    row = spans["_row"].to_numpy().astype(np.int64)
+def build_timeline(tree: Tree) -> Timeline:
+    """The replay structure of the tree of ``TraceAnalysis.spans`` (``TraceAnalysis.tree``).
+
+    A child is waited on when its parent waits for it (``tree.waits``) and it overlaps the
+    parent's window; a child wholly outside it cannot hold the parent up.
+    """
+    parent, start, end, trace, row = tree.parent, tree.start, tree.end, tree.trace, tree.row
     n = len(parent)
-    n_traces = int(trace.max()) + 1 if n else 0
+    n_traces = tree.n_traces
     has_p = parent >= 0
     p = np.where(has_p, parent, 0)
-    consumer = (spans["span_kind"] == "consumer").to_numpy()
-    producer = (spans["span_kind"] == "producer").to_numpy()
-    async_child = has_p & consumer & producer[p]
-    waited = has_p & ~async_child & (start < end[p]) & (end > start[p])
+    waited = tree.waits & (start < end[p]) & (end > start[p])
     w = np.flatnonzero(waited)
     kids, ekids = _sorted_children(w, parent, start, end)
     koff = np.zeros(n + 1, dtype=np.int64)
@@ -87,8 +84,7 @@ def build_timeline(spans: pl.DataFrame) -> Timeline:
     fold = _fold_ranks(kids, ekids, parent, lp, koff, n)
     kpos = np.full(n, -1, dtype=np.int64)
     kpos[kids] = np.arange(len(kids), dtype=np.int64)
-    roots = np.flatnonzero(~has_p)
-    main = main_roots(roots, trace, start, end, row, n_traces)
+    main = tree.main_root
     return Timeline(
         parent=parent,
         start=start,
@@ -97,7 +93,7 @@ def build_timeline(spans: pl.DataFrame) -> Timeline:
         trace=trace,
         row=row,
         n_traces=n_traces,
-        roots=roots,
+        roots=tree.roots,
         waited=waited,
         depth=_depths(parent),
         koff=koff,

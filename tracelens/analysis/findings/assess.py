@@ -1,21 +1,28 @@
-"""Replay every candidate and turn it into a finding of the ``analysis-json.md`` contract."""
+"""Assess the detectors' candidates by replay: what each would save, which are worth reporting,
+one re-timed example trace each, and the order they are reported in.
+
+The outcome is a list of :class:`~tracelens.analysis.findings.finding.Finding` (typed; its JSON
+form is ``Analysis.to_dict``'s business).
+"""
 
 from __future__ import annotations
-
-from typing import Any
 
 import numpy as np
 import polars as pl
 
 from tracelens.analysis.core import TraceAnalysis, analyze_traces
 from tracelens.analysis.findings.candidate import MAX_PER_TYPE, Candidate, count
+from tracelens.analysis.findings.finding import (
+    Evidence,
+    Example,
+    Finding,
+    FindingType,
+    PathOp,
+)
 from tracelens.analysis.findings.replay import Change, replay, retime
 from tracelens.analysis.findings.timeline import Timeline
 from tracelens.analysis.summary import percentiles
 from tracelens.schema import COLUMNS
-
-# Types whose whole point is the latency saving: without one they are not reported.
-_NEEDS_SAVING = {"parallelizable", "n_plus_one", "tail"}
 
 
 def potential(tl: Timeline, change: Change) -> float:
@@ -34,7 +41,7 @@ def potential(tl: Timeline, change: Change) -> float:
 
 def shortlist(tl: Timeline, cands: list[Candidate]) -> list[Candidate]:
     """The ``MAX_PER_TYPE`` candidates of each type with the largest potential saving."""
-    by_type: dict[str, list[tuple[float, int, Candidate]]] = {}
+    by_type: dict[FindingType, list[tuple[float, int, Candidate]]] = {}
     for k, c in enumerate(cands):
         by_type.setdefault(c.type, []).append((potential(tl, c.change), k, c))
     keep: list[tuple[int, Candidate]] = []
@@ -98,7 +105,7 @@ def _merge(changes: list[Change]) -> Change:
     )
 
 
-def findings(ta: TraceAnalysis, tl: Timeline, cands: list[Candidate]) -> list[dict[str, Any]]:
+def assess(ta: TraceAnalysis, tl: Timeline, cands: list[Candidate]) -> list[Finding]:
     """Replayed findings, most total saving first."""
     cands = shortlist(tl, cands)
     if not cands:
@@ -106,7 +113,7 @@ def findings(ta: TraceAnalysis, tl: Timeline, cands: list[Candidate]) -> list[di
     touched = [_touched(tl, c) for c in cands]
     examples = [_example_trace(tl, c) for c in cands]
     new_lat, retimed = replay_all(tl, [c.change for c in cands], touched, examples)
-    out = []
+    out: list[Finding] = []
     kept: list[int] = []
     for k, cand in enumerate(cands):
         # A shared replay also changed other candidates' traces: take only this one's.
@@ -119,34 +126,22 @@ def findings(ta: TraceAnalysis, tl: Timeline, cands: list[Candidate]) -> list[di
     for f, ex in zip(
         out, _examples(ta, tl, [(cands[k], examples[k], retimed[k]) for k in kept]), strict=True
     ):
-        f.update(ex)
-    out.sort(key=lambda f: (-f["total_saving_ms"], _TYPE_ORDER.get(f["type"], 99), f["names"]))
+        f.example = ex
+    out.sort(key=lambda f: (-f.total_saving_ms, f.type.rank, f.names))
     _cross_reference(out)
     return out
 
 
-_TYPE_ORDER = {
-    "parallelizable": 0,
-    "cacheable": 1,
-    "retry": 2,
-    "n_plus_one": 3,
-    "tail": 4,
-    "repeated_write": 5,
-    "polling": 6,
-}
-
-
-def _cross_reference(found: list[dict[str, Any]]) -> None:
+def _cross_reference(found: list[Finding]) -> None:
     """An N+1 loop is usually also parallelizable: say they are two remedies for one cost."""
-    loops = {(f.get("parent"), tuple(f["names"])) for f in found if f["type"] == "parallelizable"}
+    loops = {(f.parent, tuple(f.names)) for f in found if f.type is FindingType.PARALLELIZABLE}
     for f in found:
-        if f["type"] == "n_plus_one" and (f.get("parent"), tuple(f["names"])) in loops:
+        if f.type is FindingType.N_PLUS_ONE and (f.parent, tuple(f.names)) in loops:
             note = (
                 "the same calls are also reported as parallelizable: batching them or running "
                 "them concurrently saves about the same, not both"
             )
-            f["evidence"].append({"code": "also_parallelizable", "detail": note})
-            f["explanation"] += "; " + note
+            f.evidence.append(Evidence("also_parallelizable", note))
 
 
 def _touched(tl: Timeline, cand: Candidate) -> np.ndarray:
@@ -154,13 +149,11 @@ def _touched(tl: Timeline, cand: Candidate) -> np.ndarray:
     return np.union1d(cand.traces, tl.trace[cand.change.rows(tl.n)]).astype(np.int64)
 
 
-def _finding(
-    ta: TraceAnalysis, tl: Timeline, cand: Candidate, lat: np.ndarray
-) -> dict[str, Any] | None:
+def _finding(ta: TraceAnalysis, tl: Timeline, cand: Candidate, lat: np.ndarray) -> Finding | None:
     saving_ns = tl.latency[cand.traces] - lat[cand.traces]
     saving_ms = np.maximum(saving_ns, 0.0) / 1e6
     on_path = int((saving_ns > 0).sum())
-    if on_path == 0 and cand.type in _NEEDS_SAVING:
+    if on_path == 0 and cand.type.needs_saving:
         return None
     sav = percentiles(saving_ms, (50, 95))
     projected = percentiles(lat / 1e6, (50, 95))
@@ -168,32 +161,22 @@ def _finding(
         f"replay: saves {sav['p50']:,.1f} ms at p50 ({sav['p95']:,.1f} at p95) over "
         f"{count(len(cand.traces), 'trace')}; on the critical path in {on_path}"
     )
-    f: dict[str, Any] = {
-        "type": cand.type,
-        "names": cand.names,
-        "services": cand.services,
-    }
-    if cand.parent is not None:
-        f["parent"] = cand.parent
-        f["parent_service"] = cand.parent_service
-    f.update(
-        {
-            "traces": len(cand.traces),
-            "occurrences": int(cand.occurrences),
-            "saving_ms": sav,
-            "projected_latency_ms": projected,
-            "total_saving_ms": round(float(saving_ms.sum()), 3),
-            "traces_on_critical_path": on_path,
-            "confidence": cand.confidence,
-            "evidence": [
-                *({"code": e.code, "detail": e.detail} for e in cand.evidence),
-                {"code": "replay", "detail": replay_note},
-            ],
-            "explanation": "; ".join([*(e.detail for e in cand.evidence), replay_note]),
-        }
+    return Finding(
+        type=cand.type,
+        names=cand.names,
+        services=cand.services,
+        parent=cand.parent,
+        parent_service=cand.parent_service,
+        traces=len(cand.traces),
+        occurrences=int(cand.occurrences),
+        saving_ms=sav,
+        projected_latency_ms=projected,
+        total_saving_ms=round(float(saving_ms.sum()), 3),
+        traces_on_critical_path=on_path,
+        confidence=cand.confidence,
+        evidence=[*cand.evidence, Evidence("replay", replay_note)],
+        details=cand.details,
     )
-    f.update(cand.extra)
-    return f
 
 
 def _example_trace(tl: Timeline, cand: Candidate) -> int:
@@ -208,7 +191,7 @@ def _examples(
     ta: TraceAnalysis,
     tl: Timeline,
     items: list[tuple[Candidate, int, tuple[np.ndarray, np.ndarray, np.ndarray]]],
-) -> list[dict[str, Any]]:
+) -> list[Example]:
     """Per finding, one affected trace with its latency before and after, as
     ``analyze_traces`` sees it.  All re-timed example traces go through one analysis, each
     under a stand-in trace id (one trace may be the example of several findings)."""
@@ -229,18 +212,22 @@ def _examples(
     paths = _path_summaries(re_ta)
     out = []
     for k, (cand, t, (ex_rows, _, _)) in enumerate(items):
-        ex: dict[str, Any] = {"example_trace_id": str(ta.spans["trace_id"][int(ex_rows[0])])}
-        if cand.example:
-            ex["span_ids"] = ta.spans["span_id"].gather(cand.example).to_list()
         tid = f"{k:032x}"
-        ex["example_latency_ms"] = round(float(tl.latency[t]) / 1e6, 3)
-        ex["example_projected_latency_ms"] = round(float(duration[tid]) / 1e6, 3)
-        ex["example_projected_critical_path"] = paths.get(tid, [])
-        out.append(ex)
+        out.append(
+            Example(
+                trace_id=str(ta.spans["trace_id"][int(ex_rows[0])]),
+                span_ids=(
+                    ta.spans["span_id"].gather(cand.example).to_list() if cand.example else None
+                ),
+                latency_ms=round(float(tl.latency[t]) / 1e6, 3),
+                projected_latency_ms=round(float(duration[tid]) / 1e6, 3),
+                projected_critical_path=paths.get(tid, []),
+            )
+        )
     return out
 
 
-def _path_summaries(ta: TraceAnalysis, top: int = 5) -> dict[str, list[dict[str, Any]]]:
+def _path_summaries(ta: TraceAnalysis, top: int = 5) -> dict[str, list[PathOp]]:
     """Per trace, the projected critical path's biggest operations (exclusive ms)."""
     main = ta.sections.filter(pl.col("main"))
     by_op = (
@@ -250,10 +237,10 @@ def _path_summaries(ta: TraceAnalysis, top: int = 5) -> dict[str, list[dict[str,
         .group_by("trace_id", maintain_order=True)
         .head(top)
     )
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, list[PathOp]] = {}
     for tid, name, ms in by_op.select("trace_id", "name", "ms").iter_rows():
-        out.setdefault(tid, []).append({"name": name, "ms": round(float(ms), 3)})
+        out.setdefault(tid, []).append(PathOp(name=name, ms=round(float(ms), 3)))
     return out
 
 
-__all__ = ["MAX_PER_TYPE", "findings", "potential", "replay_all", "shortlist"]
+__all__ = ["MAX_PER_TYPE", "assess", "potential", "replay_all", "shortlist"]
