@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 import pyarrow as pa
-from tracelens_instrumentation import attributes as attrs
+from tracelens_instrumentation import attributes as A
 
 SCHEMA_VERSION: Final = 1
 
@@ -61,12 +61,12 @@ COLUMNS: Final = tuple(SPAN_SCHEMA.names)
 
 # Span attributes that have columns of their own (they are not repeated in ``attributes``).
 PROMOTED_ATTRIBUTES: Final = {
-    attrs.KIND: "kind",
-    attrs.CPU_NS: "cpu_ns",
-    attrs.ARGS_HASH: "args_hash",
-    attrs.RESULT_HASH: "result_hash",
-    attrs.ARG_FPS: "arg_fps",
-    attrs.RESULT_FPS: "result_fps",
+    A.KIND: "kind",
+    A.CPU_NS: "cpu_ns",
+    A.ARGS_HASH: "args_hash",
+    A.RESULT_HASH: "result_hash",
+    A.ARG_FPS: "arg_fps",
+    A.RESULT_FPS: "result_fps",
 }
 
 

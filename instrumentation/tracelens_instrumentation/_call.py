@@ -22,7 +22,7 @@ from opentelemetry.trace import Status, StatusCode
 from opentelemetry.trace import propagation as otel_propagation
 
 from tracelens_instrumentation import _runtime, fingerprint, measure, stacks
-from tracelens_instrumentation import attributes as attrs
+from tracelens_instrumentation import attributes as A
 
 MAX_OURS: Final = 16  # room left for the attributes written at a span's end
 CAPTURE_LIMIT: Final = 2048  # characters of tracelens.args / tracelens.result when captured
@@ -32,18 +32,18 @@ _repr.maxstring = 256
 _repr.maxother = 256
 _repr.maxlong = 64
 
-# Attribute names as module constants: read on every call, cheaper than ``attrs.NAME``.
-ARGS_HASH: Final = attrs.ARGS_HASH
-KIND: Final = attrs.KIND
-IO_NS: Final = attrs.IO_NS
-WAIT_NS: Final = attrs.WAIT_NS
-CPU_NS: Final = attrs.CPU_NS
-RESULT_HASH: Final = attrs.RESULT_HASH
-RESULT_FPS: Final = attrs.RESULT_FPS
-RESULT_VALUE: Final = attrs.RESULT_VALUE
-ERROR_TYPE: Final = attrs.ERROR_TYPE
-ARG_FPS: Final = attrs.ARG_FPS
-CPU_STACKS: Final = attrs.CPU_STACKS
+# Attribute names as module constants: read on every call, cheaper than ``A.NAME``.
+ARGS_HASH: Final = A.ARGS_HASH
+KIND: Final = A.KIND
+IO_NS: Final = A.IO_NS
+WAIT_NS: Final = A.WAIT_NS
+CPU_NS: Final = A.CPU_NS
+RESULT_HASH: Final = A.RESULT_HASH
+RESULT_FPS: Final = A.RESULT_FPS
+RESULT_VALUE: Final = A.RESULT_VALUE
+ERROR_TYPE: Final = A.ERROR_TYPE
+ARG_FPS: Final = A.ARG_FPS
+CPU_STACKS: Final = A.CPU_STACKS
 small_args_hash = fingerprint.small_args_hash
 args_fingerprint = fingerprint.args_fingerprint
 MIN_TEXT: Final = fingerprint.MIN_TEXT
@@ -257,11 +257,11 @@ def _bound_values(
     """The attributes of the arguments, bound to parameter names: the general path."""
     names, values = spec.bind(args, kwargs)
     args_hash, arg_fps = fingerprint.args_fingerprint(names, values)
-    out[attrs.ARGS_HASH] = args_hash
+    out[A.ARGS_HASH] = args_hash
     if arg_fps:
-        out[attrs.ARG_FPS] = arg_fps
+        out[A.ARG_FPS] = arg_fps
     if spec.capture:
-        out[attrs.ARGS_VALUE] = _captured_args(names, values)
+        out[A.ARGS_VALUE] = _captured_args(names, values)
 
 
 def _captured_args(names: list[bytes], values: list[Any]) -> str:

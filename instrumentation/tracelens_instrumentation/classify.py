@@ -26,7 +26,7 @@ import linecache
 import types
 from typing import Any, Final
 
-from tracelens_instrumentation import attributes as attrs
+from tracelens_instrumentation import attributes as A
 
 SLEEP: Final = 3  # decisive wait
 IO: Final = 2  # decisive io
@@ -199,7 +199,7 @@ def _site_text(code: types.CodeType, lasti: int) -> str:
     return joined.decode("utf-8", "replace")
 
 
-def decide(kinds: list[int], default: str = attrs.WAIT) -> str:
+def decide(kinds: list[int], default: str = A.WAIT) -> str:
     """Innermost-first judgement over frame kinds (innermost last in ``kinds``).
 
     Weak ``WAIT`` frames do not stop the scan (an I/O library further out wins), nor does a
@@ -211,12 +211,12 @@ def decide(kinds: list[int], default: str = attrs.WAIT) -> str:
         if kind == CHECKPOINT:
             checkpoint = True
         elif kind == SLEEP and not checkpoint:
-            return attrs.WAIT
+            return A.WAIT
         elif kind == IO:
-            return attrs.IO
+            return A.IO
         elif kind in (WAIT, SLEEP, CHECKPOINT):
             weak = True
-    return attrs.WAIT if weak else default
+    return A.WAIT if weak else default
 
 
 def awaiting(obj: Any, yielded: Any) -> str | None:
@@ -314,7 +314,7 @@ def blocked_in(frame: types.FrameType | None, stops: frozenset[types.CodeType]) 
     for some event.
     """
     if frame is None:
-        return attrs.WAIT
+        return A.WAIT
     kinds: list[int] = []
     site = callee_kind(frame)
     cur: types.FrameType | None = frame
@@ -327,4 +327,4 @@ def blocked_in(frame: types.FrameType | None, stops: frozenset[types.CodeType]) 
         depth += 1
     kinds.reverse()  # outermost first, innermost last, as decide() expects
     kinds.append(site)
-    return decide(kinds, default=attrs.CPU)
+    return decide(kinds, default=A.CPU)

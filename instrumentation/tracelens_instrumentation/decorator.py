@@ -19,10 +19,10 @@ from collections.abc import AsyncGenerator, Callable, Generator
 from typing import Any, Final, TypeVar, overload
 
 from tracelens_instrumentation import _call, _runtime, classify, fingerprint, measure, sampler
-from tracelens_instrumentation import attributes as attrs
+from tracelens_instrumentation import attributes as A
 
 F = TypeVar("F", bound=Callable[..., Any])
-EXPLICIT_KINDS: Final = frozenset(attrs.MEASURED_KINDS)
+EXPLICIT_KINDS: Final = frozenset(A.MEASURED_KINDS)
 
 
 def _py_step(coro: Any, value: Any) -> tuple[bool, Any]:
@@ -180,10 +180,10 @@ def _awaiting(obj: Any, yielded: Any, call: _call.Call) -> str | None:
         kind = classify.awaiting(obj, yielded)
         if kind == classify.DEFER:
             _judge_later(obj, call)
-            return attrs.WAIT
+            return A.WAIT
         return kind
     except Exception:
-        return attrs.WAIT
+        return A.WAIT
 
 
 def _judge_later(obj: Any, call: _call.Call) -> None:
@@ -282,7 +282,7 @@ def _drive_gen(gen: Generator[Any, Any, Any], call: _call.Call) -> Generator[Any
             finally:
                 _detach(token)
                 call.step_end()
-            call.suspend(call.last_w, attrs.WAIT)  # until the consumer asks for the next item
+            call.suspend(call.last_w, A.WAIT)  # until the consumer asks for the next item
             _add(items, item)
             try:
                 value = yield item
@@ -377,7 +377,7 @@ def _wrap_async_gen(func: Callable[..., Any], spec: _call.Spec) -> Any:
                 except StopAsyncIteration:
                     break
                 if call is not None and items is not None:
-                    call.suspend(_perf(), attrs.WAIT)  # until the consumer asks for more
+                    call.suspend(_perf(), A.WAIT)  # until the consumer asks for more
                     _add(items, item)
                 try:
                     value = yield item

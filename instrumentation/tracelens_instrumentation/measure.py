@@ -35,7 +35,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from tracelens_instrumentation import _native
-from tracelens_instrumentation import attributes as attrs
+from tracelens_instrumentation import attributes as A
 
 perf = time.perf_counter_ns
 thread_cpu = time.thread_time_ns
@@ -44,8 +44,8 @@ ident = threading.get_ident
 # Live records by span id, so children (ours or other instrumentations') find their parent.
 records: dict[int, Record] = {}
 RUN: Final = "run"
-_CPU: Final = attrs.CPU
-_WAIT: Final = attrs.WAIT  # evidence: kernel run delay (preempted, waiting for a CPU)
+_CPU: Final = A.CPU
+_WAIT: Final = A.WAIT  # evidence: kernel run delay (preempted, waiting for a CPU)
 # Records currently executing a step, per thread, innermost last: what the sampler inspects.
 stacks: dict[int, list[Record]] = {}
 
@@ -210,7 +210,7 @@ class Record:
             return
         own = (now - self.susp_t) - (self.covered_at(now) - self.susp_cov)
         if own > 0:
-            if kind == attrs.IO:
+            if kind == A.IO:
                 self.sw_io += own
             else:
                 self.sw_wait += own
@@ -218,11 +218,11 @@ class Record:
     def evidence(self, kind: str, amount: int) -> None:
         """Off-CPU time seen by samples: blocked on io, waiting, or on the CPU side (``cpu``:
         off-CPU in plain Python code, i.e. waiting for the GIL); ``RUN``: kernel run delay."""
-        if kind == attrs.IO:
+        if kind == A.IO:
             self.io += amount
-        elif kind == attrs.WAIT:
+        elif kind == A.WAIT:
             self.wait += amount
-        elif kind == attrs.CPU:
+        elif kind == A.CPU:
             self.gil += amount
         else:
             self.run += amount
@@ -265,10 +265,8 @@ class Record:
         wait = sus_wait + in_wait
         cpu_side = self_cpu + in_cpu
         if cpu_side >= io and cpu_side >= wait:
-            kind = attrs.CPU
-        else:
-            kind = attrs.IO if io >= wait else attrs.WAIT
-        return kind, self.cpu, io, wait
+            return A.CPU, self.cpu, io, wait
+        return (A.IO if io >= wait else A.WAIT), self.cpu, io, wait
 
 
 def _split_in_step(
@@ -326,7 +324,7 @@ def _load_native() -> Any:
     module: Any = _native.load("tracelens_instrumentation._record")  # built on Linux only
     if module is None:
         return None
-    module.install(stacks, _parked, _wake, attrs.CPU, attrs.IO, attrs.WAIT)
+    module.install(stacks, _parked, _wake, A.CPU, A.IO, A.WAIT)
     return module
 
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 import polars as pl
-from tracelens_instrumentation import attributes as a
+from tracelens_instrumentation import attributes as A
 
-KINDS = a.KINDS
+KINDS = A.KINDS
 MIX_COLUMNS = tuple(f"mix_{k}" for k in KINDS)
 
 _WAIT_NAME = (
@@ -25,22 +25,22 @@ _VLLM_REQUEST = "llm_request"
 
 # The attributes the rules read, pulled out of the map once into temporary columns.
 _READ = (
-    a.GEN_AI_OPERATION_NAME,
-    a.OPENINFERENCE_SPAN_KIND,
-    a.GEN_AI_LATENCY_TIME_IN_QUEUE,
-    a.GEN_AI_USAGE_INPUT_TOKENS,
-    a.GEN_AI_USAGE_OUTPUT_TOKENS,
-    a.GEN_AI_USAGE_PROMPT_TOKENS,
-    a.GEN_AI_USAGE_COMPLETION_TOKENS,
-    a.HTTP_REQUEST_METHOD,
-    a.HTTP_METHOD,
-    a.DB_SYSTEM,
-    a.DB_SYSTEM_NAME,
-    a.RPC_SYSTEM,
-    a.RPC_SYSTEM_NAME,
-    a.MESSAGING_SYSTEM,
-    a.IO_NS,
-    a.WAIT_NS,
+    A.GEN_AI_OPERATION_NAME,
+    A.OPENINFERENCE_SPAN_KIND,
+    A.GEN_AI_LATENCY_TIME_IN_QUEUE,
+    A.GEN_AI_USAGE_INPUT_TOKENS,
+    A.GEN_AI_USAGE_OUTPUT_TOKENS,
+    A.GEN_AI_USAGE_PROMPT_TOKENS,
+    A.GEN_AI_USAGE_COMPLETION_TOKENS,
+    A.HTTP_REQUEST_METHOD,
+    A.HTTP_METHOD,
+    A.DB_SYSTEM,
+    A.DB_SYSTEM_NAME,
+    A.RPC_SYSTEM,
+    A.RPC_SYSTEM_NAME,
+    A.MESSAGING_SYSTEM,
+    A.IO_NS,
+    A.WAIT_NS,
 )
 _TMP = "_attr:"
 
@@ -75,21 +75,21 @@ def model_call() -> pl.Expr:
     reports model token usage for itself (any-agent's "call_llm", LiteLLM, ...) unless it is
     an agent or a tool step that merely sums its children's usage.
     """
-    op = _attr(a.GEN_AI_OPERATION_NAME)
-    oi = _attr(a.OPENINFERENCE_SPAN_KIND).str.to_uppercase()
-    is_vllm = (pl.col("name") == _VLLM_REQUEST) & _has(a.GEN_AI_LATENCY_TIME_IN_QUEUE)
+    op = _attr(A.GEN_AI_OPERATION_NAME)
+    oi = _attr(A.OPENINFERENCE_SPAN_KIND).str.to_uppercase()
+    is_vllm = (pl.col("name") == _VLLM_REQUEST) & _has(A.GEN_AI_LATENCY_TIME_IN_QUEUE)
     usage = _has(
-        a.GEN_AI_USAGE_INPUT_TOKENS,
-        a.GEN_AI_USAGE_OUTPUT_TOKENS,
-        a.GEN_AI_USAGE_PROMPT_TOKENS,
-        a.GEN_AI_USAGE_COMPLETION_TOKENS,
+        A.GEN_AI_USAGE_INPUT_TOKENS,
+        A.GEN_AI_USAGE_OUTPUT_TOKENS,
+        A.GEN_AI_USAGE_PROMPT_TOKENS,
+        A.GEN_AI_USAGE_COMPLETION_TOKENS,
     ) & ~op.fill_null("").is_in(["invoke_agent", "create_agent", "execute_tool"])
-    declared = pl.col("kind").str.to_lowercase() == a.GPU  # @trace(kind="gpu"): inference
+    declared = pl.col("kind").str.to_lowercase() == A.GPU  # @trace(kind="gpu"): inference
     return (
         is_vllm
         | declared.fill_null(False)
-        | op.is_in(sorted(a.GEN_AI_MODEL_OPERATIONS)).fill_null(False)
-        | oi.is_in(sorted(a.OPENINFERENCE_MODEL_KINDS)).fill_null(False)
+        | op.is_in(sorted(A.GEN_AI_MODEL_OPERATIONS)).fill_null(False)
+        | oi.is_in(sorted(A.OPENINFERENCE_MODEL_KINDS)).fill_null(False)
         | usage
     )
 
@@ -98,27 +98,27 @@ def inferred_kind(model: pl.Expr | None = None) -> pl.Expr:
     """The attributes.md inference table as one vectorised expression; ``model``: the
     ``model_call()`` column where the caller has it already."""
     span_kind = pl.col("span_kind")
-    oi = _attr(a.OPENINFERENCE_SPAN_KIND).str.to_uppercase()
+    oi = _attr(A.OPENINFERENCE_SPAN_KIND).str.to_uppercase()
     model = model_call() if model is None else model
-    http_client = _has(a.HTTP_REQUEST_METHOD, a.HTTP_METHOD) & (span_kind == "client")
+    http_client = _has(A.HTTP_REQUEST_METHOD, A.HTTP_METHOD) & (span_kind == "client")
     # A SERVER or CONSUMER span of an RPC or a message is the receiver's own work, not IO.
     receiving = span_kind.is_in(["server", "consumer"])
     io = (
-        _has(a.DB_SYSTEM, a.DB_SYSTEM_NAME)
-        | (_has(a.RPC_SYSTEM, a.RPC_SYSTEM_NAME, a.MESSAGING_SYSTEM) & ~receiving)
+        _has(A.DB_SYSTEM, A.DB_SYSTEM_NAME)
+        | (_has(A.RPC_SYSTEM, A.RPC_SYSTEM_NAME, A.MESSAGING_SYSTEM) & ~receiving)
         | http_client
-        | (oi == a.OPENINFERENCE_RETRIEVER)
+        | (oi == A.OPENINFERENCE_RETRIEVER)
         | span_kind.is_in(["client", "producer"])
     )
     wait = pl.col("name").str.contains(_WAIT_NAME)
     return (
         pl.when(model)
-        .then(pl.lit(a.GPU))
+        .then(pl.lit(A.GPU))
         .when(io)
-        .then(pl.lit(a.IO))
+        .then(pl.lit(A.IO))
         .when(wait)
-        .then(pl.lit(a.WAIT))
-        .otherwise(pl.lit(a.UNKNOWN))
+        .then(pl.lit(A.WAIT))
+        .otherwise(pl.lit(A.UNKNOWN))
     )
 
 
@@ -132,11 +132,11 @@ def resolve_kinds(spans: pl.DataFrame, parent: pl.Series) -> pl.DataFrame:
         _with_read_attributes(spans.lazy())
         .with_columns(model_call().alias("model_call"))
         .with_columns(
-            pl.when(explicit.is_in(list(a.MEASURED_KINDS)))
+            pl.when(explicit.is_in(list(A.MEASURED_KINDS)))
             .then(explicit)
             .otherwise(inferred_kind(pl.col("model_call")))
             .alias("kind_resolved"),
-            pl.when(explicit.is_in(list(a.MEASURED_KINDS)))
+            pl.when(explicit.is_in(list(A.MEASURED_KINDS)))
             .then(pl.lit("measured"))
             .otherwise(pl.lit("inferred"))
             .alias("kind_source"),
@@ -214,8 +214,8 @@ def _with_mix(df: pl.LazyFrame) -> pl.LazyFrame:
     """
     kind = pl.col("kind_resolved")
     self_ns = pl.col("self_ns").cast(pl.Float64)
-    io_m = _attr(a.IO_NS).cast(pl.Float64, strict=False)
-    wait_m = _attr(a.WAIT_NS).cast(pl.Float64, strict=False)
+    io_m = _attr(A.IO_NS).cast(pl.Float64, strict=False)
+    wait_m = _attr(A.WAIT_NS).cast(pl.Float64, strict=False)
     has_split = (io_m.is_not_null() | wait_m.is_not_null()) & (self_ns > 0)
     io_raw = (io_m.fill_null(0.0) / self_ns).clip(0.0, 1.0)
     wait_raw = (wait_m.fill_null(0.0) / self_ns).clip(0.0, 1.0)
@@ -224,23 +224,23 @@ def _with_mix(df: pl.LazyFrame) -> pl.LazyFrame:
     cpu_f = pl.when(self_ns > 0).then((pl.col("self_cpu_ns") / self_ns).clip(0.0, 1.0))
     has_cpu = pl.col("self_cpu_ns").is_not_null() & cpu_f.is_not_null()
     rest = 1.0 - cpu_f
-    off_kind = pl.when(kind == a.CPU).then(pl.lit(a.UNKNOWN)).otherwise(kind)
-    q = _seconds(a.GEN_AI_LATENCY_TIME_IN_QUEUE) * 1e9
+    off_kind = pl.when(kind == A.CPU).then(pl.lit(A.UNKNOWN)).otherwise(kind)
+    q = _seconds(A.GEN_AI_LATENCY_TIME_IN_QUEUE) * 1e9
     dur = (pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64)
     vllm_wait = pl.when(dur > 0).then((q / dur).clip(0.0, 1.0)).otherwise(0.0)
     is_vllm = (pl.col("name") == _VLLM_REQUEST) & q.is_not_null() & ~has_split & ~has_cpu
 
     def share(k: str) -> pl.Expr:
-        if k == a.CPU:
+        if k == A.CPU:
             split = 1.0 - io_f - wait_f
-        elif k == a.IO:
+        elif k == A.IO:
             split = io_f
-        elif k == a.WAIT:
+        elif k == A.WAIT:
             split = wait_f
         else:
             split = pl.lit(0.0)
-        cpu_only = cpu_f if k == a.CPU else (off_kind == k).cast(pl.Float64) * rest
-        vllm = vllm_wait if k == a.WAIT else (1.0 - vllm_wait if k == a.GPU else pl.lit(0.0))
+        cpu_only = cpu_f if k == A.CPU else (off_kind == k).cast(pl.Float64) * rest
+        vllm = vllm_wait if k == A.WAIT else (1.0 - vllm_wait if k == A.GPU else pl.lit(0.0))
         return (
             pl.when(has_split)
             .then(split)

@@ -23,7 +23,7 @@ import base64
 import binascii
 from typing import Any, Final
 
-from tracelens_instrumentation import attributes as attrs
+from tracelens_instrumentation import attributes as A
 
 from tracelens.ingest._common import (
     FieldError,
@@ -85,7 +85,7 @@ class _Process:
             tags = typed_tags(process.get("tags"))
         except FieldError as exc:
             raise exc.under("tags") from None
-        self.resource_json = json_value({attrs.SERVICE_NAME: self.service, **tags})
+        self.resource_json = json_value({A.SERVICE_NAME: self.service, **tags})
 
 
 def _trace(trace: dict[str, Any], batch: SpanBatch, warnings: list[str]) -> None:

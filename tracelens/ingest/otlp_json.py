@@ -17,7 +17,7 @@ import base64
 import binascii
 from typing import Any, Final
 
-from tracelens_instrumentation import attributes as attrs
+from tracelens_instrumentation import attributes as A
 
 from tracelens.ingest import _json_fast
 from tracelens.ingest._common import (
@@ -124,7 +124,7 @@ def _resource_spans(rs: dict[str, Any], batch: SpanBatch, native: _Native | None
         res_attrs = attributes(resource.get("attributes"))
     except FieldError as exc:
         raise exc.under("resource.attributes") from None
-    svc = res_attrs.get(attrs.SERVICE_NAME)
+    svc = res_attrs.get(A.SERVICE_NAME)
     service = UNKNOWN_SERVICE if svc is None or svc == "" else str(svc)
     res_json = json_value(res_attrs) if res_attrs else None
     shared = len(service) + len(res_json or "")

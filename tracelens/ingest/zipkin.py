@@ -32,7 +32,7 @@ import hashlib
 from collections import defaultdict
 from typing import Any, Final
 
-from tracelens_instrumentation import attributes as attrs
+from tracelens_instrumentation import attributes as A
 
 from tracelens.ingest._common import (
     FieldError,
@@ -234,4 +234,4 @@ def _events(raw: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 @functools.lru_cache(maxsize=1024)
 def _resource_json(service: str) -> str:
-    return json_value({attrs.SERVICE_NAME: service})
+    return json_value({A.SERVICE_NAME: service})

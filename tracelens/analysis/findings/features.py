@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import polars as pl
-from tracelens_instrumentation import attributes as a
+from tracelens_instrumentation import attributes as A
 from tracelens_instrumentation.fingerprint import (
     MAX_FPS,
     OPAQUE_FP,
@@ -34,12 +34,12 @@ from tracelens_instrumentation.fingerprint import (
 )
 from tracelens_instrumentation.fingerprint import py_result_fingerprint as result_fingerprint
 
-DB_OPERATION_NAME = a.DB_OPERATION_NAME
-DB_OPERATION = a.DB_OPERATION
-DB_QUERY_PARAMETER_PREFIX = a.DB_QUERY_PARAMETER_PREFIX
-SQL_QUERY = a.SQL_QUERY
-GEN_AI_TOOL_CALL_RESULT = a.GEN_AI_TOOL_CALL_RESULT
-GEN_AI_OUTPUT_MESSAGES = a.GEN_AI_OUTPUT_MESSAGES
+DB_OPERATION_NAME = A.DB_OPERATION_NAME
+DB_OPERATION = A.DB_OPERATION
+DB_QUERY_PARAMETER_PREFIX = A.DB_QUERY_PARAMETER_PREFIX
+SQL_QUERY = A.SQL_QUERY
+GEN_AI_TOOL_CALL_RESULT = A.GEN_AI_TOOL_CALL_RESULT
+GEN_AI_OUTPUT_MESSAGES = A.GEN_AI_OUTPUT_MESSAGES
 _RESULT_KEYS = (GEN_AI_TOOL_CALL_RESULT, GEN_AI_OUTPUT_MESSAGES)
 
 
@@ -111,25 +111,25 @@ IDENTITY_KEYS = (
 _READ_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 _READ_SQL = ("SELECT", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "WITH", "VALUES", "SEARCH")
 
-_SQL_KEYS = (a.DB_QUERY_TEXT, a.DB_STATEMENT, SQL_QUERY)
-_URL_KEYS = (a.URL_FULL, a.HTTP_URL)
-_METHOD_KEYS = (a.HTTP_REQUEST_METHOD, a.HTTP_METHOD)
+_SQL_KEYS = (A.DB_QUERY_TEXT, A.DB_STATEMENT, SQL_QUERY)
+_URL_KEYS = (A.URL_FULL, A.HTTP_URL)
+_METHOD_KEYS = (A.HTTP_REQUEST_METHOD, A.HTTP_METHOD)
 _DB_OP_KEYS = (DB_OPERATION_NAME, DB_OPERATION)
 _READ_KEYS = (
     *_SQL_KEYS,
     *_URL_KEYS,
     *_METHOD_KEYS,
     *_DB_OP_KEYS,
-    a.GEN_AI_TOOL_CALL_ARGUMENTS,
-    a.GEN_AI_TOOL_NAME,
-    a.GEN_AI_OPERATION_NAME,
-    a.GEN_AI_REQUEST_MODEL,
-    a.OPENINFERENCE_SPAN_KIND,
+    A.GEN_AI_TOOL_CALL_ARGUMENTS,
+    A.GEN_AI_TOOL_NAME,
+    A.GEN_AI_OPERATION_NAME,
+    A.GEN_AI_REQUEST_MODEL,
+    A.OPENINFERENCE_SPAN_KIND,
     *_RESULT_KEYS,
 )
 
 # Where a call's argument key came from (``Features.key_source`` codes).
-KEY_SOURCES = ("args_hash", a.GEN_AI_TOOL_CALL_ARGUMENTS, "query text", "URL", "attributes")
+KEY_SOURCES = ("args_hash", A.GEN_AI_TOOL_CALL_ARGUMENTS, "query text", "URL", "attributes")
 # The multipliers that combine 64-bit ids (operation, key, run, ...) into one, with wrapping
 # arithmetic: collisions as unlikely as the ids' own.  One pair for every findings module.
 MIX1 = np.uint64(0x9E3779B97F4A7C15)
@@ -244,7 +244,7 @@ def _own_keys(attrs: _Attrs, spans: pl.DataFrame) -> tuple[np.ndarray, np.ndarra
 
     args = spans.select("_i", "args_hash").filter(pl.col("args_hash").is_not_null())
     put(args["_i"].to_numpy(), "a:" + args["args_hash"], 0)
-    tool = attrs.first((a.GEN_AI_TOOL_CALL_ARGUMENTS,))
+    tool = attrs.first((A.GEN_AI_TOOL_CALL_ARGUMENTS,))
     put(tool["_i"].to_numpy(), "t:" + tool["value"], 1)
     sql = attrs.first(_SQL_KEYS)
     if sql.height:
@@ -355,7 +355,7 @@ def _write_reasons(attrs: _Attrs, names: pl.Series) -> tuple[np.ndarray, list[st
         judged = _by_value(got["value"], fn)
         hit = judged.is_not_null().to_numpy()
         put(got["_i"].to_numpy()[hit], judged.filter(pl.Series(hit)))
-    tools = attrs.first((a.GEN_AI_TOOL_NAME,))
+    tools = attrs.first((A.GEN_AI_TOOL_NAME,))
     judged = _by_value(tools["value"], _tool_reason)
     hit = judged.is_not_null().to_numpy()
     put(tools["_i"].to_numpy()[hit], judged.filter(pl.Series(hit)))
@@ -398,7 +398,7 @@ def _paged(attrs: _Attrs) -> np.ndarray:
     out = np.zeros(attrs.n, dtype=bool)
     for keys, rx in (
         (_URL_KEYS, _PAGED),
-        ((a.GEN_AI_TOOL_CALL_ARGUMENTS,), _PAGED),
+        ((A.GEN_AI_TOOL_CALL_ARGUMENTS,), _PAGED),
         (_SQL_KEYS, _SQL_PAGED),
     ):
         got = attrs.first(keys)
@@ -504,7 +504,7 @@ def features(spans: pl.DataFrame) -> Features:
         pl.col("result_hash").is_in(_DECISIONS).fill_null(False).alias("decision"),
     )
     kinds = spans.select(
-        ((pl.col("kind_resolved") == a.CPU) | (pl.col("mix_cpu") > 0.5)).alias("cpu"),
+        ((pl.col("kind_resolved") == A.CPU) | (pl.col("mix_cpu") > 0.5)).alias("cpu"),
         (pl.col("status_code") == "error").alias("error"),
         pl.struct("service", "name").hash(seed=3).alias("op"),
     )
@@ -526,7 +526,7 @@ def features(spans: pl.DataFrame) -> Features:
         identity=_identity(attrs, spans),
         # Recorded texts matter only where some result was recorded: else two nulls, cheaply.
         recorded_args=_text_of(
-            attrs, (a.GEN_AI_TOOL_CALL_ARGUMENTS, *_SQL_KEYS, *_URL_KEYS) if recorded.height else ()
+            attrs, (A.GEN_AI_TOOL_CALL_ARGUMENTS, *_SQL_KEYS, *_URL_KEYS) if recorded.height else ()
         ),
         recorded_result=_text_of(attrs, _RESULT_KEYS if recorded.height else ()),
         covered=marks["covered"].to_numpy() & instr,
