@@ -19,25 +19,25 @@ from google.rpc import error_details_pb2, status_pb2
 from tracelens.collector import otlp
 from tracelens.collector.auth import bearer_matches
 from tracelens.collector.http import Budget
-from tracelens.collector.ingest import Ingest, Kind, Outcome
+from tracelens.collector.receive import Outcome, Receiver, Status
 
 SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
 
 _CODES: Final = {
-    Kind.BAD: grpc.StatusCode.INVALID_ARGUMENT,
-    Kind.UNSUPPORTED: grpc.StatusCode.INVALID_ARGUMENT,
-    Kind.TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
-    Kind.BUSY: grpc.StatusCode.UNAVAILABLE,
-    Kind.FAILED: grpc.StatusCode.UNAVAILABLE,
+    Status.BAD: grpc.StatusCode.INVALID_ARGUMENT,
+    Status.UNSUPPORTED: grpc.StatusCode.INVALID_ARGUMENT,
+    Status.TOO_LARGE: grpc.StatusCode.RESOURCE_EXHAUSTED,
+    Status.BUSY: grpc.StatusCode.UNAVAILABLE,
+    Status.FAILED: grpc.StatusCode.UNAVAILABLE,
 }
 
 
 class GrpcServer:
-    def __init__(self, ingest: Ingest, token: str | None, budget: Budget) -> None:
-        self._ingest = ingest
+    def __init__(self, receiver: Receiver, token: str | None, budget: Budget) -> None:
+        self._receiver = receiver
         self._token = token
         self._budget = budget
-        config = ingest.config
+        config = receiver.config
         self._server = grpc.aio.server(
             options=[
                 # Larger messages are refused from their length prefix, before any is buffered.
@@ -68,20 +68,20 @@ class GrpcServer:
 
     async def _export(self, request: bytes, context: Any) -> bytes:
         if self._token and not self._authorized(context):
-            self._ingest.stats.add(requests_unauthorized=1)
+            self._receiver.stats.add(requests_unauthorized=1)
             await context.abort(grpc.StatusCode.UNAUTHENTICATED, "missing or wrong bearer token")
         if self._budget.take(len(request)):
             try:
-                outcome = await self._ingest.export(request, otlp.PROTOBUF, None)
+                outcome = await self._receiver.export(request, otlp.PROTOBUF, None)
             finally:
                 self._budget.give(len(request))
         else:
-            self._ingest.stats.add(requests_refused_busy=1)
-            outcome = Outcome(Kind.BUSY, "tracelens collect is busy (request data); retry later")
-        if outcome.kind is Kind.OK:
+            self._receiver.stats.add(requests_refused_busy=1)
+            outcome = Outcome(Status.BUSY, "tracelens collect is busy (request data); retry later")
+        if outcome.status is Status.OK:
             assert outcome.checked is not None
             return otlp.success_body(outcome.checked, otlp.PROTOBUF)
-        code = _CODES[outcome.kind]
+        code = _CODES[outcome.status]
         trailers: tuple[tuple[str, bytes], ...] = ()
         if code is grpc.StatusCode.UNAVAILABLE:
             trailers = self._retry_trailers(outcome.message)
@@ -96,7 +96,7 @@ class GrpcServer:
         return False
 
     def _retry_trailers(self, message: str) -> tuple[tuple[str, bytes], ...]:
-        delay = duration_pb2.Duration(seconds=self._ingest.config.retry_after_s)
+        delay = duration_pb2.Duration(seconds=self._receiver.config.retry_after_s)
         info = error_details_pb2.RetryInfo(retry_delay=delay)
         detail = any_pb2.Any()
         detail.Pack(info)

@@ -23,9 +23,9 @@ import pyarrow as pa
 from tracelens.collector import otlp
 from tracelens.collector.auth import bearer_matches
 from tracelens.collector.http import Request, Response
-from tracelens.collector.ingest import Ingest, Kind, Outcome
 from tracelens.collector.metrics import CONTENT_TYPE as METRICS_TYPE
 from tracelens.collector.metrics import CollectorMetrics
+from tracelens.collector.receive import Outcome, Receiver, Status
 from tracelens.errors import StoreError
 from tracelens.store import DuckDBStore
 
@@ -41,12 +41,12 @@ class _Unavailable(Exception):
 class Routes:
     def __init__(
         self,
-        ingest: Ingest,
+        receiver: Receiver,
         reader: DuckDBStore,
         token: str | None,
         metrics: CollectorMetrics | None = None,
     ) -> None:
-        self._ingest = ingest
+        self._receiver = receiver
         self._reader = reader
         self._token = token
         self._metrics = metrics
@@ -68,7 +68,7 @@ class Routes:
 
     async def __call__(self, request: Request, body: Callable[[], Awaitable[bytes]]) -> Response:
         if not self._authorized(request):
-            self._ingest.stats.add(requests_unauthorized=1)
+            self._receiver.stats.add(requests_unauthorized=1)
             response = self.refuse(
                 401, "missing or wrong Authorization: Bearer token", _answer_media(request)
             )
@@ -96,7 +96,7 @@ class Routes:
         if path in ("/health", "/healthz"):
             return self._health()
         if path == "/stats":
-            return Response(200, json.dumps(self._ingest.stats.snapshot()).encode())
+            return Response(200, json.dumps(self._receiver.stats.snapshot()).encode())
         if path == "/v1/spans":
             return await self._spans(request)
         if path == "/metrics" and self._metrics is not None:
@@ -107,7 +107,7 @@ class Routes:
     def _health(self) -> Response:
         if self.draining:
             return Response(503, json.dumps({"status": "draining"}).encode())
-        degraded = self._ingest.stats.degraded()
+        degraded = self._receiver.stats.degraded()
         if degraded:
             reason = "; ".join(f"{part}: {why}" for part, why in sorted(degraded.items()))
             return Response(503, json.dumps({"status": "degraded", "reason": reason}).encode())
@@ -128,24 +128,24 @@ class Routes:
             media = otlp.media_type(request.headers.get("content-type"))
         except otlp.UnsupportedMedia as exc:
             return self.refuse(415, str(exc), otlp.PROTOBUF)
-        if self.draining or not self._ingest.writer.has_room():
+        if self.draining or not self._receiver.writer.has_room():
             return self._busy(media, "tracelens collect is busy; retry later")
         data = await body()
-        outcome = await self._ingest.export(data, media, request.headers.get("content-encoding"))
+        outcome = await self._receiver.export(data, media, request.headers.get("content-encoding"))
         return self._answer(outcome, media)
 
     def _answer(self, outcome: Outcome, media: str) -> Response:
-        if outcome.kind is Kind.OK:
+        if outcome.status is Status.OK:
             assert outcome.checked is not None
             return Response(200, otlp.success_body(outcome.checked, media), media)
-        if outcome.kind in (Kind.BUSY, Kind.FAILED):
+        if outcome.status in (Status.BUSY, Status.FAILED):
             return self._busy(media, outcome.message)
-        status = {Kind.BAD: 400, Kind.UNSUPPORTED: 415, Kind.TOO_LARGE: 413}[outcome.kind]
+        status = {Status.BAD: 400, Status.UNSUPPORTED: 415, Status.TOO_LARGE: 413}[outcome.status]
         return self.refuse(status, outcome.message, media)
 
     def _busy(self, media: str, message: str) -> Response:
         response = self.refuse(503, message, media)
-        response.headers["Retry-After"] = str(self._ingest.config.retry_after_s)
+        response.headers["Retry-After"] = str(self._receiver.config.retry_after_s)
         return response
 
     async def _spans(self, request: Request) -> Response:
@@ -167,7 +167,7 @@ class Routes:
     def _read(
         self, columns: list[str] | None, start_ns: int | None, end_ns: int | None
     ) -> memoryview:
-        merger = self._ingest.writer.merger
+        merger = self._receiver.writer.merger
         if not merger.flush(FLUSH_S):  # every acknowledged span is in the store first
             why = merger.failure or f"merging took over {FLUSH_S:.0f} s"
             raise _Unavailable(

@@ -30,10 +30,10 @@ from tracelens.collector import discovery
 from tracelens.collector.config import CollectorConfig, split_address
 from tracelens.collector.grpc_server import GrpcServer
 from tracelens.collector.http import Budget, HttpServer
-from tracelens.collector.ingest import Ingest
 from tracelens.collector.journal import journal_dir, segments
 from tracelens.collector.merger import CLOSE_MERGE_S, recover
 from tracelens.collector.metrics import CollectorMetrics
+from tracelens.collector.receive import Receiver
 from tracelens.collector.routes import Routes
 from tracelens.collector.stats import Stats
 from tracelens.collector.writer import BatchWriter
@@ -90,9 +90,9 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
     metrics = CollectorMetrics(config, stats, store)
     writer.merger.on_merged = metrics.merged  # before any export is accepted
     metrics.start()
-    ingest = Ingest(config, writer, stats)
+    receiver = Receiver(config, writer, stats)
     # Reads (and the metrics' read-back) use the store's second connection.
-    routes = Routes(ingest, store, config.token, metrics)
+    routes = Routes(receiver, store, config.token, metrics)
     budget = Budget(config.max_inflight_bytes)
     http = HttpServer(config, routes, routes.refuse, stats, budget)
     grpc_server: GrpcServer | None = None
@@ -104,7 +104,7 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
         grpc_address = None
         if config.grpc:
             ghost, gport = split_address(config.grpc, 4317)
-            grpc_server = GrpcServer(ingest, config.token, budget)
+            grpc_server = GrpcServer(receiver, config.token, budget)
             grpc_address = f"{_url_host(ghost)}:{await grpc_server.start(ghost, gport)}"
         info = discovery.CollectorInfo(os.getpid(), http_url, grpc_address, config.token)
         try:
@@ -125,11 +125,11 @@ async def _serve(config: CollectorConfig, announce: Announce) -> None:
         if publisher is not None:
             publisher.cancel()
         routes.draining = True
-        ingest.accepting = False
+        receiver.accepting = False
         await http.close(config.drain_timeout_s)
         if grpc_server is not None:
             await grpc_server.stop(config.drain_timeout_s)
-        await asyncio.get_running_loop().run_in_executor(None, ingest.close)
+        await asyncio.get_running_loop().run_in_executor(None, receiver.close)
         await asyncio.get_running_loop().run_in_executor(None, writer.close, CLOSE_MERGE_S)
         await asyncio.get_running_loop().run_in_executor(None, metrics.close)
         try:

@@ -31,7 +31,7 @@ from tracelens.ingest.otlp_proto import CheckedSpans
 log = logging.getLogger("tracelens.collector")
 
 
-class Kind(Enum):
+class Status(Enum):
     OK = "ok"
     BAD = "bad"  # malformed body: 400 / INVALID_ARGUMENT
     UNSUPPORTED = "unsupported"  # 415
@@ -42,12 +42,12 @@ class Kind(Enum):
 
 @dataclass(frozen=True)
 class Outcome:
-    kind: Kind
+    status: Status
     message: str = ""
     checked: CheckedSpans | None = None
 
 
-class Ingest:
+class Receiver:
     def __init__(self, config: CollectorConfig, writer: BatchWriter, stats: Stats) -> None:
         self.config = config
         self.writer = writer
@@ -66,35 +66,35 @@ class Ingest:
         self.stats.add(requests=1)
         outcome = await self._export(body, media, encoding)
         self.stats.request(time.perf_counter() - started)
-        if outcome.kind is Kind.BUSY:
+        if outcome.status is Status.BUSY:
             self.stats.add(requests_refused_busy=1)
-        elif outcome.kind in (Kind.BAD, Kind.UNSUPPORTED):
+        elif outcome.status in (Status.BAD, Status.UNSUPPORTED):
             self.stats.add(requests_bad=1)
-        elif outcome.kind is Kind.TOO_LARGE:
+        elif outcome.status is Status.TOO_LARGE:
             self.stats.add(requests_too_large=1)
         return outcome
 
     async def _export(self, body: bytes, media: str, encoding: str | None) -> Outcome:
         if not self.accepting or not self.writer.has_room():
-            return Outcome(Kind.BUSY, "tracelens collect is busy; retry later")
+            return Outcome(Status.BUSY, "tracelens collect is busy; retry later")
         loop = asyncio.get_running_loop()
         try:
             data, checked = await self._decode(loop, body, media, encoding)
         except otlp.BodyTooLarge as exc:
-            return Outcome(Kind.TOO_LARGE, str(exc))
+            return Outcome(Status.TOO_LARGE, str(exc))
         except otlp.UnsupportedMedia as exc:
-            return Outcome(Kind.UNSUPPORTED, str(exc))
+            return Outcome(Status.UNSUPPORTED, str(exc))
         except InputError as exc:
-            return Outcome(Kind.BAD, str(exc))
+            return Outcome(Status.BAD, str(exc))
         except Exception as exc:  # a decoder bug must not take the collector down
             log.exception("decoding a request failed")
-            return Outcome(Kind.BAD, f"cannot decode the request: {type(exc).__name__}: {exc}")
+            return Outcome(Status.BAD, f"cannot decode the request: {type(exc).__name__}: {exc}")
         self.stats.add(
             spans_received=checked.spans.num_rows + checked.rejected,
             spans_rejected=checked.rejected,
         )
         if checked.spans.num_rows == 0:
-            return Outcome(Kind.OK, checked=checked)
+            return Outcome(Status.OK, checked=checked)
         kind = journal.PROTOBUF if media == otlp.PROTOBUF else journal.JSON
         return await self._commit(loop, checked, (kind, data))
 
@@ -128,12 +128,12 @@ class Ingest:
             loop.call_soon_threadsafe(_resolve, future, result)
 
         if not self.writer.try_submit(checked.spans, record, done):
-            return Outcome(Kind.BUSY, "tracelens collect is busy; retry later")
+            return Outcome(Status.BUSY, "tracelens collect is busy; retry later")
         result = await asyncio.shield(future)
         if isinstance(result, BaseException):
             log.debug("the store refused a batch: %s", result)  # the writer logs it once
-            return Outcome(Kind.FAILED, f"the journal failed; nothing was stored: {result}")
-        return Outcome(Kind.OK, checked=checked)
+            return Outcome(Status.FAILED, f"the journal failed; nothing was stored: {result}")
+        return Outcome(Status.OK, checked=checked)
 
 
 def _resolve(
