@@ -27,6 +27,7 @@ from tracelens.analysis.diff.compare import band, needed
 from tracelens.api import _instant, diff
 from tracelens.cli import main
 from tracelens.errors import OptionError
+from tracelens.report.diff import render_diff
 from tracelens.store import DuckDBStore
 
 MS = 1_000_000
@@ -325,7 +326,7 @@ def test_the_contract_documents_every_field() -> None:
 def test_the_page_escapes_names_and_forbids_scripts() -> None:
     evil = "<script>alert(1)</script>"
     d = compare(_profile(40), _profile(90, name=evil))
-    html = d.to_html(title="<b>t</b>")
+    html = render_diff(d, title="<b>t</b>")
     assert "<script" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "&lt;b&gt;t&lt;/b&gt;" in html
     assert "Content-Security-Policy" in html and "default-src 'none'" in html

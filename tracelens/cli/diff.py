@@ -131,7 +131,9 @@ def diff(
     if format_ == "json":
         text = result.to_json()
     elif format_ == "html":
-        text = result.to_html()
+        from tracelens.report.diff import render_diff
+
+        text = render_diff(result)
     else:
         text = result.to_text()
     if out:

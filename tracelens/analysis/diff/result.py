@@ -321,11 +321,6 @@ class Diff:
 
         return render_text(self)
 
-    def to_html(self, title: str | None = None) -> str:
-        from tracelens.report.diff import render_diff
-
-        return render_diff(self, title=title)
-
 
 def _signed_ms(v: float) -> str:
     a = abs(v)
