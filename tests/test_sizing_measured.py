@@ -15,9 +15,10 @@ hook) with psutil and reports
 The sizing sees only the traces: asked for the concurrency the run had and the mean latency
 its traces show (Little's law: the arrival rate that concurrency and latency imply), it must
 predict that utilisation within 20%, and name the binding resource: the model when one model
-slot serves eight requests in flight (the demo's own counter says nearly every call queued),
-the CPU when every request has a slot and the simulated delays are cut to 2% (no call queued,
-the loop measured saturated).
+slot serves eight requests in flight (the demo's own counter says nearly every call queued,
+while the loop had time to spare), the CPU when there are more slots than requests and the
+simulated delays are cut to 2% (no call queued, the loop measured saturated).  The loop's
+busy time needs Linux's schedstat; elsewhere only the queue counts are checked.
 """
 
 from __future__ import annotations
@@ -48,12 +49,10 @@ class Case:
 
 CASES = (
     Case("low", requests=16, concurrency=2, model_slots=2, speed=0.3),
-    # One model slot for eight requests in flight, and the same with a slot for each.
+    # One model slot for eight requests in flight.
     Case("model_bound", requests=32, concurrency=8, model_slots=1, speed=0.5),
-    Case("model_wide", requests=32, concurrency=8, model_slots=8, speed=0.5),
-    # Delays cut to 2%: the agent's CPU is what is left.  A slot per request, and one slot.
-    Case("cpu_bound", requests=36, concurrency=6, model_slots=6, speed=0.02),
-    Case("cpu_one_slot", requests=36, concurrency=6, model_slots=1, speed=0.02),
+    # Delays cut to 2%, more model slots than requests in flight: the agent's CPU is left.
+    Case("cpu_bound", requests=36, concurrency=6, model_slots=12, speed=0.02),
 )
 
 
@@ -194,35 +193,28 @@ def test_predicted_cpu_utilisation_matches_psutil(runs: dict[str, Measured], nam
     assert abs(err) <= TOLERANCE, (name, predicted, m.utilisation, m.run)
 
 
-def _throughput(m: Measured) -> float:
-    return m.case.requests / float(m.run["wall_s"])
-
-
 def test_model_binds_when_one_slot_serves_eight_requests(runs: dict[str, Measured]) -> None:
-    m, wide = runs["model_bound"], runs["model_wide"]
-    # Truth: a slot per request serves many more requests a second (the one slot was what
-    # limited them), nearly every call found the one slot taken, and the loop had time to spare.
-    assert _throughput(wide) >= 1.25 * _throughput(m), (m.run, wide.run)
+    m = runs["model_bound"]
+    # Truth: nearly every model call found the one slot taken while the agent's loop had time
+    # to spare, so the slot, not the CPU, held the requests back.  (Queueing alone would not
+    # say so: a saturated loop holds slots longer too.)
     s = m.run["summary"]
     assert s["queue_waits"] >= 0.8 * s["model_calls"], s
     if m.run["loop_busy"] is not None:
-        assert m.run["loop_busy"] < 0.8, m.run
+        assert m.run["loop_busy"] < 0.7, m.run
     sizing = _size(m)
     assert sizing.binding == "model", sizing.to_dict()
     model = next(r for r in sizing.resources if r.name == "model")
     assert model.current_utilisation is not None and model.current_utilisation > 0.8
 
 
-@pytest.mark.parametrize("name", ["cpu_bound", "cpu_one_slot"])
-def test_cpu_binds_when_the_delays_are_short(runs: dict[str, Measured], name: str) -> None:
-    m, many, one = runs[name], runs["cpu_bound"], runs["cpu_one_slot"]
-    # Truth: the agent's loop was never idle, and one model slot serves as many requests a
-    # second as six: the model is not what limits them, though with one slot nearly every
-    # call queued (so queueing alone does not name the bottleneck).
+def test_cpu_binds_when_slots_are_plenty_and_delays_short(runs: dict[str, Measured]) -> None:
+    m = runs["cpu_bound"]
+    # Truth: no model call ever queued (more slots than requests in flight) and the agent's
+    # loop was never idle.
+    assert m.run["summary"]["queue_waits"] == 0, m.run
     if m.run["loop_busy"] is not None:
         assert m.run["loop_busy"] >= 0.8, m.run
-    assert _throughput(one) >= 0.75 * _throughput(many), (one.run, many.run)
-    assert many.run["summary"]["queue_waits"] == 0
     sizing = _size(m)
     assert sizing.binding == "cpu", sizing.to_dict()
 
