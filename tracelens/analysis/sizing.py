@@ -7,12 +7,29 @@ seconds (the innermost model calls' time, queueing excluded), the number of mode
 calls, and the CPU and model shares of end-to-end time.
 
 With C requests in flight and each taking L (the latency target), Little's law gives the
-arrival rate λ = C / L.  A resource with per-request demand D (s) and capacity k (cores, or
-model slots that serve one call at a time) runs at utilisation ρ = λ·D / k.  The size is the
-smallest k with ρ ≤ 1 - headroom (30 % for CPU, 20 % for the model server); the binding
-resource is the one that caps concurrency first at the stated current capacity.  The queueing
-check is M/M/k (Erlang C): the probability a unit of work waits and the expected wait at that
-load.
+arrival rate λ = C / L; L is a *mean* latency (``latency_mean_ms`` is the traces' own, so C
+and that mean give the load the traces were taken at).  A resource with per-request demand D
+(s) and capacity k (cores, or model slots that serve one call at a time) runs at utilisation
+ρ = λ·D / k: at the stated current capacity (``current_utilisation``) and at the size, the
+smallest k with ρ ≤ 1 - headroom (30 % for CPU, 20 % for the model server).  The binding
+resource is the one that caps concurrency first at the stated current capacity, i.e. the
+highest ρ / (1 - headroom).  The queueing check is M/M/k (Erlang C): the probability a unit
+of work waits and the expected wait at that load.
+
+What the demand can and cannot see, measured on the demo agent against psutil
+(``tests/test_sizing_measured.py``; figures in the README):
+
+* CPU seconds are those spent inside spans.  CPU outside every span is not in the traces:
+  the event loop's own callbacks, tasks a span starts without tracing them (``asyncio.wait_for``
+  runs its coroutine in one before Python 3.12), the instrumentation's sampler thread and the
+  exporter.  So the CPU demand is a lower bound (on the demo, 80–90 % of the process's CPU).
+* Model seconds are engine-timed (vLLM's prefill + decode) when the spans carry them, else the
+  client's view (``model_timing``): the time a slot is held, which includes the client's own
+  delays.  A client whose CPU is saturated resumes each call late: at 2 % of its model's
+  delays the demo's client-timed model seconds were 14–43 times the model's own.  That cannot
+  make the model bind while every request in flight has a slot, and the CPU's own demand is
+  never inflated by the model, but with few slots and a saturated CPU a client-timed model
+  verdict is suspect.
 """
 
 from __future__ import annotations
@@ -38,6 +55,7 @@ class Demand:
 
     requests: int
     latency_s: float  # median end-to-end
+    latency_mean_s: float  # what Little's law relates to concurrency and throughput
     cpu_s: float  # mean CPU seconds per request
     model_s: float  # mean model seconds per request
     model_calls: float
@@ -45,6 +63,7 @@ class Demand:
     cpu_share: float  # of end-to-end time
     model_share: float
     cpu_measured: bool  # whether any span carried tracelens.cpu_ns
+    model_timing: str  # engine | client | mixed | none: who timed the model seconds
 
 
 def demand(ta: TraceAnalysis) -> Demand:
@@ -59,6 +78,7 @@ def demand(ta: TraceAnalysis) -> Demand:
     parent = sp["_parent"].to_numpy().astype(np.int64)
     # Model seconds: every call with tokens, minus the time counted by a traced call inside it.
     model = np.zeros(n_tr)
+    timing = "none"
     if c.height:
         rows = c["_i"].to_numpy().astype(np.int64)
         is_call = np.zeros(sp.height, dtype=bool)
@@ -67,6 +87,9 @@ def demand(ta: TraceAnalysis) -> Demand:
         inner_of = is_call[np.maximum(parent, 0)] & (parent >= 0)
         inner[np.isin(rows, parent[inner_of & is_call])] = False
         np.add.at(model, c["_trace"].to_numpy()[inner], c["model_s"].to_numpy()[inner])
+        engine = c["engine_timings"].to_numpy().astype(bool)[inner & ~cold[c["_trace"].to_numpy()]]
+        if len(engine):
+            timing = "engine" if engine.all() else "client" if not engine.any() else "mixed"
     model_calls = np.bincount(trace, weights=sp["model_call"].to_numpy(), minlength=n_tr)
     own = span_classes(sp)
     cls = inherited_classes(own, parent)
@@ -75,11 +98,12 @@ def demand(ta: TraceAnalysis) -> Demand:
     lat = ta.traces["duration_ns"].to_numpy().astype(np.float64) / 1e9
     w = warm
     if len(w) == 0:
-        return Demand(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, False)
+        return Demand(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, False, timing)
     total_lat = float(lat[w].sum())
     return Demand(
         requests=len(w),
         latency_s=float(np.median(lat[w])),
+        latency_mean_s=float(lat[w].mean()),
         cpu_s=float(cpu[w].mean()) / 1e9,
         model_s=float(model[w].mean()),
         model_calls=float(model_calls[w].mean()),
@@ -87,6 +111,7 @@ def demand(ta: TraceAnalysis) -> Demand:
         cpu_share=float(cpu[w].sum()) / 1e9 / total_lat if total_lat > 0 else 0.0,
         model_share=float(model[w].sum()) / total_lat if total_lat > 0 else 0.0,
         cpu_measured=bool(sp["cpu_ns"].is_not_null().any()),
+        model_timing=timing,
     )
 
 
@@ -115,6 +140,7 @@ class Resource:
     wait_probability: float
     expected_wait_ms: float
     current: int | None  # stated capacity
+    current_utilisation: float | None  # at the stated capacity (may exceed 1: saturated)
     max_concurrency: float | None  # at the stated capacity and headroom
 
     def to_dict(self) -> dict[str, Any]:
@@ -127,6 +153,9 @@ class Resource:
             "wait_probability": round(self.wait_probability, 4),
             "expected_wait_ms": round(self.expected_wait_ms, 3),
             "current": self.current,
+            "current_utilisation": None
+            if self.current_utilisation is None
+            else round(self.current_utilisation, 4),
             "max_concurrency": None
             if self.max_concurrency is None
             else round(self.max_concurrency, 2),
@@ -151,6 +180,7 @@ class Sizing:
             "measured": {
                 "requests": d.requests,
                 "latency_p50_ms": round(d.latency_s * 1e3, 3),
+                "latency_mean_ms": round(d.latency_mean_s * 1e3, 3),
                 "cpu_s_per_request": round(d.cpu_s, 6),
                 "model_s_per_request": round(d.model_s, 6),
                 "model_calls_per_request": round(d.model_calls, 3),
@@ -158,6 +188,7 @@ class Sizing:
                 "cpu_share": round(d.cpu_share, 4),
                 "model_share": round(d.model_share, 4),
                 "cpu_measured": d.cpu_measured,
+                "model_timing": d.model_timing,
             },
             "resources": [r.to_dict() for r in self.resources],
             "binding": self.binding,
@@ -174,7 +205,11 @@ class Sizing:
         ]
         for r in self.resources:
             unit = "cores" if r.name == "cpu" else "model slots"
-            cur = "" if r.current is None else f"; today {r.current} -> max {r.max_concurrency:.1f}"
+            cur = ""
+            if r.current is not None:
+                cur = f"; today {r.current}: {r.current_utilisation:.0%} busy"
+                if r.max_concurrency is not None:
+                    cur += f", max {r.max_concurrency:.1f} concurrent"
             lines.append(
                 f"  {r.name}: {r.needed} {unit} (utilisation {r.utilisation:.0%} with "
                 f"{r.headroom:.0%} headroom; waits {r.wait_probability:.0%}, "
@@ -184,6 +219,11 @@ class Sizing:
             lines.append(f"  binds first: {self.binding}")
         if not d.cpu_measured:
             lines.append("  (no tracelens.cpu_ns on these spans: CPU demand unknown, shown as 0)")
+        if d.model_timing in ("client", "mixed"):
+            lines.append(
+                "  (model seconds as the client saw them: they include the client's own delays,"
+                " which a saturated CPU inflates)"
+            )
         return "\n".join(lines)
 
 
@@ -198,7 +238,8 @@ def _resource(
     max_c = None
     if current is not None and demand_s > 0:
         max_c = current * (1.0 - headroom) * target_s / demand_s
-    return Resource(name, demand_s, needed, headroom, util, pw, wait_s * 1e3, current, max_c)
+    now = None if current is None else offered / current
+    return Resource(name, demand_s, needed, headroom, util, pw, wait_s * 1e3, current, now, max_c)
 
 
 def size_traces(

@@ -79,6 +79,11 @@ class ServerThread:
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="demo-servers", daemon=True)
 
+    @property
+    def native_id(self) -> int | None:
+        """The servers' thread's kernel id (once started)."""
+        return self._thread.native_id
+
     def __enter__(self) -> ServerThread:
         self._thread.start()
         if not self._ready.wait(30):
@@ -151,6 +156,10 @@ def _configure(options: DemoOptions) -> _SpanCounter:
 
 
 Echo = Callable[[str], None]
+# Called with "start" just before the agent's first request and "end" just after its last,
+# while the servers still run: lets a measurement (tests/test_sizing_measured.py) bracket the
+# agent's run and tell the servers' thread (``ServerThread.native_id``) from the agent's.
+Probe = Callable[[str, "ServerThread"], None]
 
 
 @dataclass
@@ -163,7 +172,7 @@ class _Run:
     traces: int
 
 
-def run_demo(options: DemoOptions, echo: Echo = print) -> DemoSummary:
+def run_demo(options: DemoOptions, echo: Echo = print, probe: Probe | None = None) -> DemoSummary:
     """Runs the agent on ``options.requests`` questions and exports its spans."""
     from tracelens_instrumentation import flush
 
@@ -171,7 +180,7 @@ def run_demo(options: DemoOptions, echo: Echo = print) -> DemoSummary:
     corpus = Corpus(seed=options.seed)
     with ServerThread(options.seed, options.speed, simulate_model=model_dir is None) as servers:
         echo(f"tool server on {servers.tools_url} (weather, search_docs, fetch_schema, ...)")
-        run = asyncio.run(_main(options, servers, corpus, model_dir, why, echo))
+        run = asyncio.run(_main(options, servers, corpus, model_dir, why, echo, probe))
         seen = list(servers.tools.traceparents)
     flushed = flush(30.0)
     stats = run.stats
@@ -203,16 +212,22 @@ async def _main(
     model_dir: str | None,
     why: str,
     echo: Echo,
+    probe: Probe | None = None,
 ) -> _Run:
     model = _model(servers, model_dir, why, echo)
     counter = _configure(options)  # after vLLM's start-up: see VllmModel.create
     spans0, traces0 = counter.spans, set(counter.traces)
     agent = Agent(servers.tools_url, model, corpus, options.model_slots)
+    tasks = make_tasks(options.requests, options.seed)
+    if probe is not None:
+        probe("start", servers)
     t0 = time.perf_counter()
     try:
-        stats = await agent.run(make_tasks(options.requests, options.seed), options.concurrency)
+        stats = await agent.run(tasks, options.concurrency)
     finally:
         wall = time.perf_counter() - t0
+        if probe is not None:
+            probe("end", servers)
         await model.close()
     return _Run(
         model.name,
