@@ -24,6 +24,7 @@ from tracelens_instrumentation import attributes as A
 from tracelens.analysis import analyze_spans
 from tracelens.analysis.coldstart import cold_start_mask, headline
 from tracelens.analysis.core import analyze_traces
+from tracelens.analysis.findings.finding import FindingType, WhatIfDetails
 from tracelens.analysis.stages import Stage, stage_table, stages
 from tracelens.analysis.tokens import fit_tokens, token_fits
 from tracelens.analysis.whatif import WhatIf, findings, prefetch_reads, project
@@ -167,7 +168,8 @@ def test_model_what_ifs_through_the_replay_match_hand_derived_savings() -> None:
             max(lo - 20, 0) * 3 * MS, rel=0.01, abs=2_000
         )
     found = findings(ta, [WhatIf.parse("cap-output=20")], threshold_ms=1.0)
-    assert found and found[0]["type"] == "what_if" and found[0]["what_if"] == "cap_output=20"
+    assert found and found[0].type is FindingType.WHAT_IF
+    assert found[0].details == WhatIfDetails("cap_output=20")
     # A stated threshold above every saving: no finding.
     assert findings(ta, [WhatIf.parse("cap-output=20")], threshold_ms=10_000.0) == []
     with pytest.raises(ValueError, match="unknown what-if"):
