@@ -24,6 +24,7 @@ from tracelens_instrumentation import attributes as A
 from tracelens.analysis import analyze_spans
 from tracelens.analysis.coldstart import cold_start_mask, headline
 from tracelens.analysis.core import analyze_traces
+from tracelens.analysis.findings.finding import FindingType, WhatIfDetails
 from tracelens.analysis.stages import Stage, stage_table, stages
 from tracelens.analysis.tokens import fit_tokens, token_fits
 from tracelens.analysis.whatif import WhatIf, findings, prefetch_reads, project
@@ -167,7 +168,9 @@ def test_model_what_ifs_through_the_replay_match_hand_derived_savings() -> None:
             max(lo - 20, 0) * 3 * MS, rel=0.01, abs=2_000
         )
     found = findings(ta, [WhatIf.parse("cap-output=20")], threshold_ms=1.0)
-    assert found and found[0]["type"] == "what_if" and found[0]["what_if"] == "cap_output=20"
+    assert found and found[0].type is FindingType.WHAT_IF
+    assert isinstance(found[0].details, WhatIfDetails)
+    assert found[0].details.what_if == "cap_output=20"
     # A stated threshold above every saving: no finding.
     assert findings(ta, [WhatIf.parse("cap-output=20")], threshold_ms=10_000.0) == []
     with pytest.raises(ValueError, match="unknown what-if"):
@@ -187,7 +190,19 @@ def test_cold_starts_apart_from_the_headline() -> None:
     assert h.latency_ms["p95"] == pytest.approx(float(np.percentile(req_ms, 95)), abs=1e-3)
     assert h.latency_ms["p95"] < 200  # not the 20 s the start-up trace puts in it
     assert h.cold_starts[0].duration_ms > 20_000
-    assert [o["name"] for o in h.by_operation] == ["llm_request"]
+    assert [o.name for o in h.by_operation] == ["llm_request"]
+
+
+def test_a_request_named_load_is_not_a_cold_start() -> None:
+    """``load_account_page`` (a page request of the verdict corpus: it fetches the profile and
+    the settings) is request latency; only loading a model, weights and the like is start-up."""
+    ta = analyze_traces(
+        load_spans([ROOT / "fixtures/verdicts/both_orders_instrumented.jsonl"]).spans
+    )
+    assert set(ta.traces["root_name"].to_list()) == {"load_account_page"}
+    assert not cold_start_mask(ta).any()
+    h = headline(ta)
+    assert h.cold_starts == [] and [o.traces for o in h.by_operation] == [ta.traces.height]
 
 
 def test_demo_stages_sum_to_its_critical_path(tmp_path: Path) -> None:

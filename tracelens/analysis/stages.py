@@ -266,10 +266,11 @@ def render_text(st: Stages, top: int = 5) -> str:
         for s in op.stages:
             lines.append(
                 f"    {s.stage.value:<10}{s.p50_ms:>10,.1f}{s.p95_ms:>10,.1f}"
-                f"{s.p99_ms:>10,.1f}{s.p99_share:>10.0%} "
+                f"{s.p99_ms:>10,.1f}{s.p99_share:>11.0%}"
             )
     if st.cold_start_traces:
-        lines.append(f"  ({st.cold_start_traces} cold-start traces reported apart)")
+        n = st.cold_start_traces
+        lines.append(f"  ({n:,} cold-start trace{'' if n == 1 else 's'} reported apart)")
     return "\n".join(lines)
 
 
