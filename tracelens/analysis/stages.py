@@ -259,7 +259,8 @@ def render_text(st: Stages, top: int = 5) -> str:
     for op in st.operations[:top]:
         lat = op.latency_ms
         lines.append(
-            f"  {op.service} / {op.name}: {op.traces} traces, p50 {lat['p50']:,.1f} ms, "
+            f"  {op.service} / {op.name}: {op.traces:,} trace{'' if op.traces == 1 else 's'}, "
+            f"p50 {lat['p50']:,.1f} ms, "
             f"p99 {lat['p99']:,.1f} ms"
         )
         lines.append(f"    {'stage':<10}{'p50':>10}{'p95':>10}{'p99':>10}{'p99 share':>11}")
