@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -237,9 +238,23 @@ def test_main_job_runs_end_to_end(tmp_path: Path) -> None:
     for step in range(1, 6):
         assert f"== {step}/5" in done.stdout
     assert "Critical-path time by kind" in done.stdout  # the text analysis was printed
+    # The latency model for the demo's own model: the stage table and its per-token fit.
+    model = json.loads((out / "demo-summary.json").read_text())["model"]
+    assert "Stages (critical-path ms per trace" in done.stdout
+    assert re.search(r"^    (tool|llm|schedule) +[0-9]", done.stdout, re.M), done.stdout[-3000:]
+    assert re.search(rf"^  {re.escape(model)} @ demo-agent: \d+ calls", done.stdout, re.M)
+    # The CPU profile is the demo's planning and retrieval code, not the decorator's frames.
+    assert "CPU hotspots (" in done.stdout
+    folded = (out / "cpu.folded").read_text().splitlines()
+    frames = {f for line in folded for f in line.rsplit(" ", 1)[0].split(";")}
+    assert {"tracelens.demo.agent:Agent.plan", "tracelens.demo.retrieval:Corpus.search"} <= frames
+    assert not {f for f in frames if f.startswith("tracelens_instrumentation")}
     assert "stopped: " in done.stdout and " spans stored, 0 rejected" in done.stdout
     html = (out / "report.html").read_text()
     assert "<html" in html.lower() and "fetch_schema" in html
+    for section in ("stages", "models", "sizing", "flames", "flame-cpu"):
+        assert f'id="{section}"' in html, section
+    assert "tracelens.demo.retrieval:Corpus.search" in html  # in the CPU flame graph
     result = json.loads((out / "analysis.json").read_text())
     assert result["summary"]["traces"] == 18
     types = {f["type"] for f in result["findings"]}

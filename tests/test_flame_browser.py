@@ -1,8 +1,9 @@
 """Flame graphs in a real headless Chromium, and the folded export in a real flame-graph tool.
 
-* The three flame graphs (``report.flame.flame_section``), placed in a report page under its
-  Content-Security-Policy, render boxes with no console error, no request and no script, a
-  hostile span or function name stays text (in the hover titles), and the page prints.
+* The three flame graphs (``report.flame.flame_section``), in the real report page
+  (``render_report``) under its Content-Security-Policy, render boxes with no console error,
+  no request and no script, a hostile span or function name stays text (in the hover titles),
+  and the page prints.
 * The ``--flamegraph-out`` file (``hotspots.write_folded``) is imported by speedscope (the npm
   package, run from its own ``index.html`` in Chromium, the way its CLI does): the profile
   loads, and speedscope's Sandwich table shows the totals and self times this analysis computed.
@@ -79,11 +80,11 @@ def traces(n: int = 20) -> list[dict[str, object]]:
 
 def test_flame_graphs_render_in_chromium(browser: Browser, tmp_path: Path) -> None:
     analysis = analyze_spans(make_spans(traces()), findings=False)
-    section = str(flame.flame_section(analysis.traces))
-    page_html = render_report(analysis, title="flame graphs")
-    assert page_html.count("</main>") == 1  # placed where the report's sections are
+    page_html = render_report(analysis, title="flame graphs")  # the real report
+    assert page_html.count('<section class="card" id="flames">') == 1
+    assert str(flame.flame_section(analysis.traces, analysis.cpu_hotspots)) in page_html
     out = tmp_path / "flame.html"
-    out.write_text(page_html.replace("</main>", section + "</main>"), encoding="utf-8")
+    out.write_text(page_html, encoding="utf-8")
     page = browser.open(out.as_uri())
     assert page.errors() == []
     assert page.requests() == []

@@ -5,7 +5,9 @@
 independent record of what the output was, not of what the refactored code writes.  The
 contract itself is ``docs/analysis-json.md``; this test guards refactors of the code behind it
 (typed findings and summaries, ``Analysis.to_dict`` as the one place the JSON is made).  A
-deliberate change of the output regenerates the file and says so in its commit.
+deliberate change of the output regenerates the file and says so in its commit (the one so far
+added the latency model and ``cpu_hotspots`` fields, every earlier field byte-identical:
+``golden/generate.py``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import re
 
 import numpy as np
 import pytest
-from spans import make_spans
+from spans import make_spans, sid
 from tracelens_instrumentation import attributes as A
 
 from tracelens.analysis import analyze_traces
@@ -193,3 +193,63 @@ def test_folded_file_is_the_documented_format(tmp_path) -> None:  # type: ignore
     line_re = re.compile(r"^[^;\n]+(;[^;\n]+)* [1-9][0-9]*$")
     assert all(line_re.match(line) for line in lines), lines
     assert lines == ["app:run;evil_name 7500", "app:run;ünï:cödé 2500"]
+
+
+def _otlp_value(v: object) -> dict[str, object]:
+    if isinstance(v, list):
+        return {"arrayValue": {"values": [_otlp_value(x) for x in v]}}
+    if isinstance(v, int):
+        return {"intValue": str(v)}
+    return {"stringValue": str(v)}
+
+
+def otlp_json(table_rows: list[dict[str, object]]) -> dict[str, object]:
+    """The rows as an OTLP/JSON export (what a collector writes), written out by hand."""
+    spans = [
+        {
+            "traceId": r.get("trace", TA),
+            "spanId": sid(int(r["id"])),  # type: ignore[call-overload]
+            **({"parentSpanId": sid(int(r["parent"]))} if "parent" in r else {}),  # type: ignore[call-overload]
+            "name": r["name"],
+            "kind": 1,
+            "startTimeUnixNano": str(r["start"]),
+            "endTimeUnixNano": str(r["end"]),
+            "attributes": [
+                {"key": k, "value": _otlp_value(v)}
+                for k, v in dict(r.get("attributes") or {}).items()  # type: ignore[call-overload]
+            ],
+        }
+        for r in table_rows
+    ]
+    resource = {"attributes": [{"key": "service.name", "value": {"stringValue": "svc"}}]}
+    return {"resourceSpans": [{"resource": resource, "scopeSpans": [{"spans": spans}]}]}
+
+
+def test_flamegraph_out_of_the_command_and_the_library(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``tracelens analyze --flamegraph-out`` on an OTLP file of the hand-built traces writes
+    the folded critical-path stacks worked out above (plan's 400 ms shared 70/20/10, late's
+    400 ms on the path; index is off the path and absent), and the library parameter of the
+    same name writes the same bytes."""
+    from click.testing import CliRunner
+
+    from tracelens.api import analyze
+    from tracelens.cli import main
+
+    src = tmp_path / "traces.json"
+    src.write_text(json.dumps(otlp_json(rows())), encoding="utf-8")
+    cli_out, lib_out, doc = tmp_path / "cli.folded", tmp_path / "lib.folded", tmp_path / "a.json"
+    argv = ["analyze", str(src), "--flamegraph-out", str(cli_out), "--format", "json"]
+    res = CliRunner().invoke(main, [*argv, "--out", str(doc)])
+    assert res.exit_code == 0, res.output
+    assert cli_out.read_text(encoding="utf-8").splitlines() == [
+        "a:late;a:hot 400000",
+        "a:plan 40000",
+        "a:plan;json:dumps;json.encoder:JSONEncoder.iterencode 280000",
+        "a:plan;logging:Formatter.format 80000",
+    ]
+    hot = json.loads(doc.read_text(encoding="utf-8"))["cpu_hotspots"]
+    assert hot["critical_path"]["total_ms"] == 800.0 and hot["off_path"]["total_ms"] == 500.0
+    analyze([src], flamegraph_out=lib_out)
+    assert lib_out.read_bytes() == cli_out.read_bytes()
+    bad = CliRunner().invoke(main, [*argv[:2], "--flamegraph-out", str(tmp_path / "no" / "f")])
+    assert bad.exit_code == 2 and "--flamegraph-out" in bad.output

@@ -152,7 +152,8 @@ def parse(page: str) -> _Doc:
 TEMPLATE_TAGS = {
     "html", "head", "meta", "title", "style", "body", "main", "header", "footer", "div", "span",
     "section", "h1", "h2", "h3", "p", "b", "a", "ul", "li", "table", "thead", "tbody", "tr", "th",
-    "td", "svg", "line", "rect", "text", "circle", "polyline",
+    "td", "svg", "line", "rect", "text", "circle", "polyline", "g", "figure", "figcaption",
+    "strong", "code",  # the flame graphs and model plots
 }  # fmt: skip
 
 
@@ -435,3 +436,50 @@ def test_report_command_bad_file(tmp_path: Path) -> None:
     )
     assert res.exit_code == 2 and out.exists()
     assert parse(out.read_text(encoding="utf-8")).by_id["fig-traces"] == "1"
+
+
+def _cpu_bound(n: int) -> Analysis:
+    """n requests, one starting every second, each 1000 ms long with 500 ms of measured CPU
+    (a ``plan`` child whose thread was on the CPU its whole 500 ms)."""
+    from tracelens_instrumentation import attributes as A
+
+    ms = 1_000_000
+    rows: list[dict[str, object]] = []
+    for k in range(n):
+        t0 = 10**18 + k * 1000 * ms
+        rows += [
+            {"id": 2 * k, "trace": f"{k + 1:032x}", "start": t0, "end": t0 + 1000 * ms,
+             "name": "handle_request", "attributes": {A.KIND: "io"}},
+            {"id": 2 * k + 1, "trace": f"{k + 1:032x}", "parent": 2 * k, "start": t0,
+             "end": t0 + 500 * ms, "name": "plan",
+             "attributes": {A.KIND: "cpu", A.CPU_NS: 500 * ms, A.IO_NS: 0, A.WAIT_NS: 0}},
+        ]  # fmt: skip
+    return analyze_spans(make_spans(rows), findings=False)
+
+
+def test_sizing_section_at_the_observed_load() -> None:
+    """10 requests over 10 s (1/s), each 1 s (the p95 target): Little's law puts 1 request in
+    flight; 0.5 s of CPU each is 0.5 cores offered, 1 core at 30 % headroom, 50 % busy, and
+    M/M/1 waits with probability 0.5 for 0.5 x 0.5 / (1 - 0.5) = 0.5 s."""
+    from tracelens.report.model import sizing_view
+
+    view = sizing_view(_cpu_bound(10))
+    assert view["reason"] is None
+    assert view["observed_arrival_per_s"] == pytest.approx(1.0)
+    assert view["latency_target_ms"] == pytest.approx(1000.0)
+    assert view["concurrency"] == 1
+    cpu = next(r for r in view["resources"] if r["name"] == "cpu")
+    assert cpu["demand_ms"] == pytest.approx(500.0, rel=1e-3)
+    assert cpu["needed"] == 1 and cpu["utilisation"] == pytest.approx(0.5, rel=1e-3)
+    assert cpu["wait_probability"] == pytest.approx(0.5, rel=1e-3)
+    assert cpu["expected_wait_ms"] == pytest.approx(500.0, rel=1e-2)
+    assert view["binding"] == "cpu"
+    doc = parse(render_report(_cpu_bound(10)))
+    assert "sizing-omitted" not in doc.by_id
+
+
+def test_sizing_is_left_out_with_its_reason() -> None:
+    doc = parse(render_report(_cpu_bound(4)))
+    assert doc.by_id["sizing-omitted"] == (
+        "No sizing: 4 request traces: sizing needs at least 10 to tell the load."
+    )

@@ -343,3 +343,107 @@ def test_weekly_sample_pages_in_chromium(browser: Browser) -> None:
     hrefs = index.eval("[...document.querySelectorAll('#weeks a')].map(a => a.href)")
     assert hrefs and all((weekly / h.rsplit("/", 1)[1]).exists() for h in hrefs)
     index.screenshot(ARTIFACTS / "report-weekly-index.png")
+
+
+def _hostile_model_analysis() -> Any:
+    """Ten model calls of a model whose name is markup, their token counts spread enough to fit
+    (so the report draws a scatter titled with the name), and a CPU stack whose frame is
+    markup."""
+    from spans import make_spans
+    from tracelens_instrumentation import attributes as A
+
+    from tracelens.analysis import analyze_spans
+
+    ms = 1_000_000
+    rows: list[dict[str, Any]] = []
+    for k in range(10):
+        t0 = 10**18 + k * 10**9
+        l_in, l_out = 100 * (k + 1), 10 * (1 + k % 5)
+        rows += [
+            {"id": 3 * k, "trace": f"{k + 1:032x}", "start": t0, "end": t0 + 500 * ms,
+             "name": "handle_request"},
+            {"id": 3 * k + 1, "trace": f"{k + 1:032x}", "parent": 3 * k, "start": t0,
+             "end": t0 + 100 * ms, "name": "plan",
+             "attributes": {A.KIND: "cpu", A.IO_NS: 0, A.WAIT_NS: 0,
+                            A.CPU_STACKS: [f"app:plan;{XSS_ATTR} 5"]}},
+            {"id": 3 * k + 2, "trace": f"{k + 1:032x}", "parent": 3 * k, "start": t0 + 100 * ms,
+             "end": t0 + int((110 + 0.2 * l_in + 3 * l_out) * ms), "name": "chat",
+             "span_kind": "client",
+             "attributes": {A.GEN_AI_OPERATION_NAME: "chat", A.GEN_AI_REQUEST_MODEL: XSS_NAME,
+                            A.GEN_AI_USAGE_INPUT_TOKENS: l_in,
+                            A.GEN_AI_USAGE_OUTPUT_TOKENS: l_out}},
+        ]  # fmt: skip
+    return analyze_spans(make_spans(rows))
+
+
+def test_hostile_model_and_function_names_stay_text(browser: Browser, tmp_path: Path) -> None:
+    from tracelens.report import render_report
+
+    out = tmp_path / "hostile-model.html"
+    out.write_text(render_report(_hostile_model_analysis()), encoding="utf-8")
+    page = browser.open(out.as_uri())
+    assert page.errors() == []
+    assert page.requests() == []
+    assert page.eval("document.scripts.length") == 0
+    assert page.eval("document.querySelectorAll('img').length") == 0
+    assert page.eval("document.querySelectorAll('#models svg').length") == 1
+    assert page.eval("document.querySelectorAll('#models svg circle').length") == 10
+    titles = page.eval("[...document.querySelectorAll('svg title')].map(t => t.textContent)")
+    assert any(t.startswith(XSS_NAME + " @ svc") for t in titles), titles
+    assert any(t.startswith(XSS_ATTR + "\n") for t in titles)  # the CPU flame graph's box
+    assert XSS_NAME in page.eval("document.getElementById('models').innerText")
+
+
+def test_latency_model_and_flame_sections_of_a_demo_run(browser: Browser, tmp_path: Path) -> None:
+    """A real demo run (its own agent, tool server and simulated model, 12 requests): the
+    report's stage table, per-model fit with its scatter, sizing table and the three flame
+    graphs render, the CPU flame graph shows the demo's planning and retrieval code and none
+    of the decorator's frames, with no console error and no request."""
+    import subprocess
+
+    from tracelens.api import write_report
+    from tracelens.demo.pipeline import tracelens_cmd
+
+    spans = tmp_path / "demo.jsonl"
+    cmd = tracelens_cmd("demo", "--file", str(spans), "--no-vllm", "--speed", "0.3")
+    subprocess.run([*cmd, "--requests", "12"], check=True, capture_output=True, timeout=120)
+    written = write_report([spans], out=tmp_path / "demo.html")
+    analysis = written.analysis
+    assert analysis is not None
+    page = browser.open(written.paths[0].as_uri())
+    assert page.errors() == []
+    assert page.requests() == []
+    assert page.eval("document.scripts.length") == 0
+    # Stages: one table per root operation, a row per stage, in the analysis' order.
+    stage_rows = page.eval(
+        "[...document.querySelectorAll('#stages tr.stage-row td:first-child')]"
+        ".map(td => td.textContent)"
+    )
+    assert stage_rows == [s.stage.value for s in analysis.stages.operations[0].stages]
+    assert sorted(stage_rows) == ["llm", "other", "schedule", "tool", "transfer"]
+    # The model fit: a row, and its scatter with a point per call and the fitted line.
+    (fit,) = analysis.models
+    assert page.eval("document.querySelectorAll('#models tr.model-row').length") == 1
+    assert page.eval("document.querySelectorAll('#models svg circle').length") == fit.n
+    assert page.eval("document.querySelectorAll('#models svg line').length") == 1
+    # Sizing: the CPU and model rows (the demo measures both).
+    sizing = page.eval(
+        "[...document.querySelectorAll('#sizing tr.sizing-row td:first-child')]"
+        ".map(td => td.textContent)"
+    )
+    assert [s.split(" ")[0] for s in sizing] == ["cpu", "model"]
+    for fig in ("flame-median", "flame-slow", "flame-cpu"):
+        boxes = page.eval(
+            f"[...document.querySelectorAll('#{fig} svg rect')]"
+            ".map(r => r.getBoundingClientRect().width)"
+        )
+        assert len(boxes) >= 3 and all(w > 0 for w in boxes), (fig, boxes)
+    cpu = page.eval(
+        "[...document.querySelectorAll('#flame-cpu svg title')]"
+        ".map(t => t.textContent.split('\\n')[0])"
+    )
+    assert "tracelens.demo.agent:Agent.plan" in cpu
+    assert "tracelens.demo.retrieval:Corpus.search" in cpu
+    assert not [f for f in cpu if f.startswith("tracelens_instrumentation")], cpu
+    assert page.eval("document.documentElement.scrollWidth <= window.innerWidth + 1")
+    page.screenshot(ARTIFACTS / "report-demo.png")

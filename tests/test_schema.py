@@ -19,6 +19,9 @@ from typing import Any
 import jsonschema
 import pytest
 
+from tracelens.analysis import analyze_spans
+from tracelens.analysis.whatif import WhatIf
+from tracelens.analysis.whatif import findings as what_if_findings
 from tracelens.api import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -119,4 +122,69 @@ def test_schema_rejects_broken_output(breaks: str) -> None:
         f["evidence"] = [e for e in f["evidence"] if e["code"] in ("same_arguments", "replay")]
     elif breaks == "negative_trace_count":
         doc["summary"]["traces"] = -1
+    assert errors(doc), breaks
+
+
+@cache
+def latency_model_output() -> dict[str, Any]:
+    """Hand-built traces the fixtures lack: model calls with fitted per-token costs (the
+    latency tests' workload), a what-if finding, and spans with CPU stacks."""
+    from spans import make_spans
+    from test_flame_browser import traces as profiled_traces
+    from test_latency import workload
+
+    analysis = analyze_spans(workload())
+    analysis.findings.extend(
+        what_if_findings(analysis.traces, [WhatIf.parse("cap-output=20")], threshold_ms=1.0)
+    )
+    doc: dict[str, Any] = json.loads(analysis.to_json())
+    profiled = json.loads(analyze_spans(make_spans(profiled_traces()), findings=False).to_json())
+    doc["cpu_hotspots"] = profiled["cpu_hotspots"]
+    return doc
+
+
+def test_latency_model_and_cpu_hotspots_match_the_schema() -> None:
+    doc = latency_model_output()
+    assert {m["status"] for m in doc["summary"]["models"]} == {"ok"}
+    assert any(f["type"] == "what_if" for f in doc["findings"])
+    assert doc["cpu_hotspots"]["critical_path"]["functions"]
+    assert errors(doc) == []
+
+
+@pytest.mark.parametrize(
+    "breaks",
+    [
+        "no_cpu_hotspots",
+        "stage_word",
+        "stage_missing",
+        "model_status_word",
+        "too_few_calls_with_costs",
+        "ok_without_costs",
+        "what_if_without_label",
+        "hotspot_share_above_one",
+        "cold_start_without_trace",
+    ],
+)
+def test_schema_rejects_broken_latency_model_output(breaks: str) -> None:
+    doc = copy.deepcopy(latency_model_output())
+    summ = doc["summary"]
+    model = summ["models"][0]
+    if breaks == "no_cpu_hotspots":
+        del doc["cpu_hotspots"]
+    elif breaks == "stage_word":
+        summ["stages"]["operations"][0]["stages"][0]["stage"] = "network"
+    elif breaks == "stage_missing":
+        summ["stages"]["operations"][0]["stages"].pop()
+    elif breaks == "model_status_word":
+        model["status"] = "great"
+    elif breaks == "too_few_calls_with_costs":
+        model["status"] = "too_few_calls"
+    elif breaks == "ok_without_costs":
+        model["prefill_ms_per_token"] = None
+    elif breaks == "what_if_without_label":
+        del next(f for f in doc["findings"] if f["type"] == "what_if")["what_if"]
+    elif breaks == "hotspot_share_above_one":
+        doc["cpu_hotspots"]["critical_path"]["entry_points"][0]["share"] = 1.5
+    elif breaks == "cold_start_without_trace":
+        summ["cold_starts"] = [{"service": "s", "name": "init", "duration_ms": 1.0}]
     assert errors(doc), breaks

@@ -121,6 +121,7 @@ def analyze(
     engine: str = "embedded",
     master: str | None = None,
     spark_table: str | None = None,
+    flamegraph_out: str | os.PathLike[str] | None = None,
 ) -> Analysis:
     """Where each trace's end-to-end latency went: the library form of ``tracelens analyze``.
 
@@ -131,7 +132,9 @@ def analyze(
     least ``what_if_threshold_ms`` at p50.  ``parquet`` reads a Parquet span set instead
     (``tracelens.parquet``).  ``engine="spark"`` runs the analysis on Apache Spark
     (``tracelens.engines.spark``, master URL ``master``) over ``parquet`` or the catalog table
-    ``spark_table``, with the same result.
+    ``spark_table``, with the same result.  ``flamegraph_out`` writes the critical-path CPU
+    stacks (``Analysis.cpu_hotspots``) there in flamegraph.pl's folded format, for
+    flamegraph.pl, speedscope or Pyroscope (``docs/analysis-json.md``, "cpu_hotspots").
     """
     from tracelens.analysis import ANALYSIS_COLUMNS, analyze_spans
 
@@ -146,7 +149,8 @@ def analyze(
             raise OptionError(f"engine {engine!r} needs a Parquet path or a Spark table (one)")
         bar.set_label(f"analysing on {engine}")
         source = SparkTable(spark_table) if spark_table else parquet
-        return get_engine(engine, master=master).analyze(source, top=top, findings=findings)
+        result = get_engine(engine, master=master).analyze(source, top=top, findings=findings)
+        return _flamegraph(result, flamegraph_out)
     loaded = load_spans(
         files,
         db=db,
@@ -168,7 +172,21 @@ def analyze(
 
         whats = [WhatIf.parse(w) for w in what_if]
         threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
-        result.findings.extend(what_if_findings(result.traces, whats, threshold_ms=threshold))
+        result.findings.extend(
+            what_if_findings(result.traces, whats, threshold_ms=threshold, fits=result.models)
+        )
+    return _flamegraph(result, flamegraph_out)
+
+
+def _flamegraph(result: Analysis, path: str | os.PathLike[str] | None) -> Analysis:
+    """Writes the folded critical-path CPU stacks to ``path`` (when given)."""
+    if path is not None:
+        from tracelens.analysis.hotspots import write_folded
+
+        try:
+            write_folded(result.cpu_hotspots, os.fspath(path))
+        except OSError as exc:
+            raise OptionError(f"--flamegraph-out {os.fspath(path)}: {exc.strerror}") from exc
     return result
 
 

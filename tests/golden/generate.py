@@ -8,6 +8,12 @@ by running this script with main's own virtual environment (so main's code):
 ``/work/main/.venv/bin/python tests/golden/generate.py``.  ``tests/test_golden.py`` checks that
 the refactored code still writes the same bytes.  Re-run only on purpose, after a deliberate
 change of the output contract (docs/analysis-json.md).
+
+Since then, one deliberate change: the latency model and CPU profile fields were added
+(``summary.stages``, ``models``, ``request_latency_ms``, ``latency_by_operation``,
+``cold_starts``; top-level ``cpu_hotspots``; their text sections).  That regeneration was
+checked to ADD only: with the added fields removed, every JSON output equalled the earlier
+golden bytes, and every text output was the earlier one with lines inserted, none changed.
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 A vLLM engine's start-up (``SyncMPClient init`` > ``Load model`` > ``Load weights`` ...) is one
 trace of tens of seconds; mixed into the request traces it owns the headline p95.  A trace is a
 *cold start* when its main root's name says start-up (init, initialise, start-up, boot, warm-up,
-load), or when it holds a start-up span and no model call, server or tool span (nothing a
+loading, load model/weights/checkpoint/tokenizer/engine; not a bare "load": ``load_account_page``
+is a request), or when it holds a start-up span and no model call, server or tool span (nothing a
 request does).  Cold starts are reported apart (count and durations); the headline
 percentiles are over the other traces, overall and per root operation.
 """
@@ -18,9 +19,13 @@ import polars as pl
 
 from tracelens.analysis.core import TraceAnalysis
 
+# "load" alone is no start-up word: ``load_account_page`` is a request.  Loading a model, its
+# weights, checkpoint, tokenizer or engine is (vLLM: ``Load model``, ``Load weights``), and so
+# is a bare ``Loading`` (vLLM's ``Overall Loading``).
 STARTUP_NAME = (
     r"(?i)(^|[^a-z])(init|initiali[sz]e|initiali[sz]ation|initiali[sz]ing|start[-_ ]?up"
-    r"|boot|bootstrap|warm[-_ ]?up|cold[-_ ]?start|load|loading)([^a-z]|$)"
+    r"|boot|bootstrap|warm[-_ ]?up|cold[-_ ]?start|loading"
+    r"|load(ing)?[-_ ](the[-_ ])?(model|weights|checkpoint|tokenizer|engine)s?)([^a-z]|$)"
 )
 
 
@@ -61,17 +66,36 @@ class ColdStart:
 
 
 @dataclass(frozen=True)
+class OperationLatency:
+    """The request latency of one root operation (service, name of the main root)."""
+
+    service: str
+    name: str
+    traces: int
+    latency_ms: dict[str, float]  # p50, p95, p99, max
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "service": self.service,
+            "name": self.name,
+            "traces": self.traces,
+            "latency_ms": self.latency_ms,
+        }
+
+
+@dataclass(frozen=True)
 class Headline:
     """Request latency without cold starts: overall and per root operation."""
 
     latency_ms: dict[str, float]
-    by_operation: list[dict[str, Any]] = field(default_factory=list)
+    by_operation: list[OperationLatency] = field(default_factory=list)
     cold_starts: list[ColdStart] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
+        """The ``summary`` fields of docs/analysis-json.md ("The latency model")."""
         return {
-            "latency_ms": self.latency_ms,
-            "latency_by_operation": self.by_operation,
+            "request_latency_ms": self.latency_ms,
+            "latency_by_operation": [o.to_dict() for o in self.by_operation],
             "cold_starts": [c.to_dict() for c in self.cold_starts],
         }
 
@@ -92,17 +116,13 @@ def headline(ta: TraceAnalysis) -> Headline:
     cold = cold_start_mask(ta)
     tr = ta.traces.with_columns(pl.Series("_cold", cold))
     warm = tr.filter(~pl.col("_cold"))
-    by_op = []
-    for (service, name), part in warm.group_by("root_service", "root_name", maintain_order=True):
-        by_op.append(
-            {
-                "service": service,
-                "name": name,
-                "traces": part.height,
-                "latency_ms": _latency(part["duration_ns"].to_numpy() / 1e6),
-            }
+    by_op = [
+        OperationLatency(
+            str(service), str(name), part.height, _latency(part["duration_ns"].to_numpy() / 1e6)
         )
-    by_op.sort(key=lambda o: (-o["traces"], o["service"], o["name"]))
+        for (service, name), part in warm.group_by("root_service", "root_name", maintain_order=True)
+    ]
+    by_op.sort(key=lambda o: (-o.traces, o.service, o.name))
     starts = [
         ColdStart(
             r["trace_id"], r["root_service"], r["root_name"], round(r["duration_ns"] / 1e6, 3)
@@ -112,4 +132,11 @@ def headline(ta: TraceAnalysis) -> Headline:
     return Headline(_latency(warm["duration_ns"].to_numpy() / 1e6), by_op, starts)
 
 
-__all__ = ["STARTUP_NAME", "ColdStart", "Headline", "cold_start_mask", "headline"]
+__all__ = [
+    "STARTUP_NAME",
+    "ColdStart",
+    "Headline",
+    "OperationLatency",
+    "cold_start_mask",
+    "headline",
+]

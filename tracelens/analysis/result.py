@@ -20,7 +20,11 @@ from tracelens.analysis import summary as s
 from tracelens.analysis.core import TraceAnalysis, analyze_traces
 
 if TYPE_CHECKING:  # the finder is imported when it runs: --no-findings does not pay for it
+    from tracelens.analysis.coldstart import Headline
     from tracelens.analysis.findings.finding import Example, Finding
+    from tracelens.analysis.hotspots import CpuHotspots
+    from tracelens.analysis.stages import Stages
+    from tracelens.analysis.tokens import ModelFit
 
 
 @dataclass
@@ -37,6 +41,37 @@ class Analysis:
         return s.summary(self.traces)
 
     @cached_property
+    def stages(self) -> Stages:
+        """Critical-path time by stage (transfer, schedule, tool, llm, other) per root
+        operation, cold starts left out (``summary.stages``)."""
+        from tracelens.analysis.stages import stages
+
+        return stages(self.traces)
+
+    @cached_property
+    def models(self) -> list[ModelFit]:
+        """The per-token latency fit of each (model, server) (``summary.models``)."""
+        from tracelens.analysis.tokens import token_fits
+
+        return token_fits(self.traces)
+
+    @cached_property
+    def request_latency(self) -> Headline:
+        """Request latency without cold starts, overall and per root operation, and the cold
+        starts apart (``summary.request_latency_ms``, ``latency_by_operation``,
+        ``cold_starts``)."""
+        from tracelens.analysis.coldstart import headline
+
+        return headline(self.traces)
+
+    @cached_property
+    def cpu_hotspots(self) -> CpuHotspots:
+        """The code behind critical-path CPU time, and off it (``cpu_hotspots``)."""
+        from tracelens.analysis.hotspots import cpu_hotspots
+
+        return cpu_hotspots(self.traces)
+
+    @cached_property
     def operations(self) -> list[s.Operation]:
         """Every (service, name), most critical-path time first."""
         return s.operations_list(self.traces)
@@ -49,11 +84,17 @@ class Analysis:
         """The ``tracelens.analysis/1`` document (docs/analysis-json.md)."""
         return {
             "schema": s.SCHEMA,
-            "summary": _summary_json(self.summary),
+            "summary": {
+                **_summary_json(self.summary),
+                "stages": self.stages.to_dict(),
+                "models": [m.to_dict() for m in self.models],
+                **self.request_latency.to_dict(),
+            },
             "operations": [_operation_json(o) for o in self.operations],
             "traces": [_trace_json(t) for t in self.slowest(self.top)],
             "findings": [finding_json(f) for f in self.findings],
             "warnings": self.warnings,
+            "cpu_hotspots": self.cpu_hotspots.to_dict(),
         }
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -259,17 +259,19 @@ def render_text(st: Stages, top: int = 5) -> str:
     for op in st.operations[:top]:
         lat = op.latency_ms
         lines.append(
-            f"  {op.service} / {op.name}: {op.traces} traces, p50 {lat['p50']:,.1f} ms, "
+            f"  {op.service} / {op.name}: {op.traces:,} trace{'' if op.traces == 1 else 's'}, "
+            f"p50 {lat['p50']:,.1f} ms, "
             f"p99 {lat['p99']:,.1f} ms"
         )
         lines.append(f"    {'stage':<10}{'p50':>10}{'p95':>10}{'p99':>10}{'p99 share':>11}")
         for s in op.stages:
             lines.append(
                 f"    {s.stage.value:<10}{s.p50_ms:>10,.1f}{s.p95_ms:>10,.1f}"
-                f"{s.p99_ms:>10,.1f}{s.p99_share:>10.0%} "
+                f"{s.p99_ms:>10,.1f}{s.p99_share:>11.0%}"
             )
     if st.cold_start_traces:
-        lines.append(f"  ({st.cold_start_traces} cold-start traces reported apart)")
+        n = st.cold_start_traces
+        lines.append(f"  ({n:,} cold-start trace{'' if n == 1 else 's'} reported apart)")
     return "\n".join(lines)
 
 

@@ -56,6 +56,7 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
             [[k, summ.critical_path_ms[k], f"{summ.critical_path_share[k]:.1%}"] for k in KINDS],
             [False, True, True],
         ),
+        *_latency_model_lines(analysis, top),
         "",
         f"Top operations by exclusive critical-path time (top {top})",
         table(
@@ -75,6 +76,7 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
             ],
             [False, False, False, True, True, True, True, True],
         ),
+        *_hotspot_lines(analysis, top),
         "",
         f"Slowest traces (top {top})",
         table(
@@ -92,6 +94,52 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
     if analysis.warnings:
         out += ["", "Warnings"] + [f"- {w}" for w in analysis.warnings]
     return "\n".join(out) + "\n"
+
+
+def _latency_model_lines(analysis: Analysis, top: int) -> list[str]:
+    """Request latency per root operation (when there are cold starts or several roots), the
+    stage breakdown, and the per-model token fits (when any model call has token counts)."""
+    from tracelens.analysis import stages, tokens
+
+    out: list[str] = []
+    head = analysis.request_latency
+    if head.cold_starts or len(head.by_operation) > 1:
+        cold = len(head.cold_starts)
+        title = "Request latency by root operation (ms)"
+        if cold:
+            title += f", {cold:,} cold-start trace{'' if cold == 1 else 's'} apart"
+        quantiles = ("p50", "p95", "p99", "max")
+        rows: list[list[Any]] = [
+            ["all requests", "", sum(o.traces for o in head.by_operation)]
+            + [head.latency_ms[q] for q in quantiles]
+        ]
+        rows += [
+            [_clip(o.service, 24), _clip(o.name), o.traces] + [o.latency_ms[q] for q in quantiles]
+            for o in head.by_operation[:top]
+        ]
+        out += [
+            "",
+            title,
+            table(
+                ["service", "operation", "traces", "p50", "p95", "p99", "max"],
+                rows,
+                [False, False, True, True, True, True, True],
+            ),
+        ]
+        out += [f"  cold start: {c.name} ({c.service}) {c.duration_ms:,.1f} ms"
+                for c in head.cold_starts[:top]]  # fmt: skip
+    out += ["", stages.render_text(analysis.stages, top=top)]
+    if analysis.models:
+        out += ["", tokens.render_text(analysis.models, top=top)]
+    return out
+
+
+def _hotspot_lines(analysis: Analysis, top: int) -> list[str]:
+    """The critical-path CPU profile, when any span carries CPU stacks."""
+    from tracelens.analysis.hotspots import render_text as hotspots_text
+
+    hot = analysis.cpu_hotspots
+    return ["", hotspots_text(hot, top=top).rstrip("\n")] if hot.spans else []
 
 
 def _finding_lines(f: Finding) -> list[str]:

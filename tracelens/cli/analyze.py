@@ -55,6 +55,13 @@ from tracelens.cli._options import (
     default=None,
     help="Report a what-if when it saves at least this at p50 (default 10).",
 )
+@click.option(
+    "--flamegraph-out",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Also write the critical-path CPU stacks here, folded (flamegraph.pl, speedscope, "
+    "Pyroscope).",
+)
 @engine_options
 def analyze(
     files: tuple[str, ...],
@@ -71,6 +78,7 @@ def analyze(
     engine: str,
     master: str | None,
     spark_table: str | None,
+    flamegraph_out: str | None,
 ) -> None:
     """Critical path, latency by cpu/gpu/io/wait and bottlenecks of traces in FILES or the store.
 
@@ -99,13 +107,20 @@ def analyze(
                 engine=engine,
                 master=master,
                 spark_table=spark_table,
+                flamegraph_out=flamegraph_out,
             )
+    except TracelensError as exc:  # before ValueError: an OptionError is both
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
     except ValueError as exc:  # a bad --what-if
         click.echo(f"error: --what-if: {exc}", err=True)
         sys.exit(2)
-    except TracelensError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+    if flamegraph_out and not result.cpu_hotspots.spans:
+        click.echo(
+            f"note: --flamegraph-out {flamegraph_out} is empty: no span carries "
+            "tracelens.cpu_stacks",
+            err=True,
+        )
     text = result.to_json() if format_ == "json" else result.to_text(top)
     if out:
         with open(out, "w", encoding="utf-8") as fh:

@@ -132,6 +132,7 @@ class JobOptions:
 class JobResult:
     report: Path
     analysis: Path
+    flamegraph: Path  # the critical-path CPU stacks, folded (flamegraph.pl, speedscope)
     summary: dict[str, Any]
     timings: dict[str, float]
 
@@ -160,6 +161,7 @@ def run_job(options: JobOptions) -> JobResult:
     db = _fresh(out, "demo.duckdb")
     report = _fresh(out, "report.html")
     analysis = _fresh(out, "analysis.json")
+    flamegraph = _fresh(out, "cpu.folded")
     summary_path = _fresh(out, "demo-summary.json")
     timings: dict[str, float] = {}
     collector = CollectorProcess(db)
@@ -190,7 +192,17 @@ def run_job(options: JobOptions) -> JobResult:
         _run("tracelens analyze", tracelens_cmd("analyze", "--db", str(db)))
         _run(
             "tracelens analyze --format json",
-            tracelens_cmd("analyze", "--db", str(db), "--format", "json", "--out", str(analysis)),
+            tracelens_cmd(
+                "analyze",
+                "--db",
+                str(db),
+                "--format",
+                "json",
+                "--out",
+                str(analysis),
+                "--flamegraph-out",
+                str(flamegraph),
+            ),
         )
         timings["analyze_s"] = time.perf_counter() - t
 
@@ -218,7 +230,7 @@ def run_job(options: JobOptions) -> JobResult:
                 collector.stop(timeout_s=30)  # drains; killed if it hangs
     if not report.is_file():
         raise StepFailed(f"tracelens report did not write {report}")
-    return JobResult(report, analysis, summary, timings)
+    return JobResult(report, analysis, flamegraph, summary, timings)
 
 
 def _banner(n: int, text: str) -> None:
@@ -260,6 +272,7 @@ def main(argv: Sequence[str] | None = None, root: Path | None = None) -> int:
     print(
         f"\nDone in {took:.1f} s.  Report: {result.report}\n"
         f"Analysis (JSON): {result.analysis}\n"
+        f"CPU flame graph (folded, for flamegraph.pl or speedscope): {result.flamegraph}\n"
         f"Open the report in a browser: file://{os.path.abspath(result.report)}",
         flush=True,
     )

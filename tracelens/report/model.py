@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from markupsafe import Markup
 
 from tracelens.analysis import Analysis, TraceAnalysis
 from tracelens.analysis import summary as s
@@ -337,3 +338,123 @@ def representative(traces: pl.DataFrame, target_ms: float) -> str | None:
         .head(1)
     )
     return str(picked["trace_id"][0])
+
+
+# -- the latency model (issue 13) and the flame graphs (issue 14) ----------------------------
+
+TOP_STAGE_OPERATIONS = 6
+TOP_MODELS = 6
+MIN_SIZING_TRACES = 10
+UNFITTED = ("too_few_calls", "no_token_spread")  # nothing per token to draw against
+
+
+def stages_view(analysis: Analysis, top: int = TOP_STAGE_OPERATIONS) -> dict[str, Any]:
+    """``Analysis.stages`` per root operation: each stage's p50/p95/p99 per trace and its share
+    of the p99 traces' critical time, largest share first (as computed)."""
+    st = analysis.stages
+    ops = [
+        {
+            "service": op.service,
+            "name": op.name,
+            "traces": op.traces,
+            "p99_traces": op.p99_traces,
+            "latency": op.latency_ms,
+            "rows": [
+                {
+                    "stage": s.stage.value,
+                    "p50_ms": s.p50_ms,
+                    "p95_ms": s.p95_ms,
+                    "p99_ms": s.p99_ms,
+                    "mean_ms": s.mean_ms,
+                    "p99_share": s.p99_share,
+                }
+                for s in op.stages
+            ],
+        }
+        for op in st.operations[:top]
+    ]
+    return {
+        "operations": ops,
+        "hidden": max(len(st.operations) - top, 0),
+        "cold_start_traces": st.cold_start_traces,
+        "rules": st.rules,
+    }
+
+
+def models_view(analysis: Analysis, top: int = TOP_MODELS) -> dict[str, Any]:
+    """``Analysis.models``: each fit's figures and, when it has per-token costs, its scatter of
+    latency against the fitted token load (``tokens.scatter_svg``: numbers and an escaped
+    title only, so it is marked safe here)."""
+    from tracelens.analysis.tokens import scatter_svg
+
+    rows = []
+    for fit in analysis.models[:top]:
+        d = fit.to_dict()
+        plot = scatter_svg(fit) if fit.status not in UNFITTED and fit.points else ""
+        rows.append({**d, "plot": Markup(plot) if plot else None})
+    return {"rows": rows, "hidden": max(len(analysis.models) - top, 0)}
+
+
+def sizing_view(analysis: Analysis) -> dict[str, Any]:
+    """``tracelens size`` at the load the traces show: the arrival rate of the request traces
+    (cold starts apart) over the window they span, and their p95 as the latency target, so the
+    concurrency is Little's law's λ × p95.  ``reason`` says why it is left out when the traces
+    cannot support it."""
+    from tracelens.analysis.sizing import size_traces
+
+    head = analysis.request_latency
+    cold = {c.trace_id for c in head.cold_starts}
+    tr = analysis.traces.traces.filter(~pl.col("trace_id").is_in(list(cold)))
+    n = tr.height
+    if n < MIN_SIZING_TRACES:
+        return {"reason": f"{n} request trace{'' if n == 1 else 's'}: sizing needs at least "
+                f"{MIN_SIZING_TRACES} to tell the load"}  # fmt: skip
+    window_s = (int(tr["end_ns"].max()) - int(tr["start_ns"].min())) / 1e9  # type: ignore[arg-type]
+    target_ms = float(head.latency_ms["p95"])
+    if window_s <= 0 or target_ms <= 0:
+        return {"reason": "the request traces span no time: no arrival rate to size for"}
+    arrival = n / window_s
+    concurrency = max(1, round(arrival * target_ms / 1e3))
+    sized = size_traces(analysis.traces, concurrency=concurrency, latency_target_ms=target_ms)
+    d = sized.demand
+    if d.cpu_s <= 0 and d.model_s <= 0:
+        return {"reason": "no measured CPU (tracelens.cpu_ns) and no model calls with token "
+                "counts: no demand to size"}  # fmt: skip
+    return {
+        "reason": None,
+        "requests": n,
+        "window_s": window_s,
+        "observed_arrival_per_s": arrival,
+        "concurrency": sized.concurrency,
+        "latency_target_ms": sized.latency_target_ms,
+        "arrival_per_s": sized.arrival_per_s,
+        "cpu_ms": d.cpu_s * 1e3,
+        "model_ms": d.model_s * 1e3,
+        "cpu_share": d.cpu_share,
+        "model_share": d.model_share,
+        "model_calls": d.model_calls,
+        "tool_calls": d.tool_calls,
+        "cpu_measured": d.cpu_measured,
+        "resources": [
+            {
+                "name": r.name,
+                "unit": "cores" if r.name == "cpu" else "model slots",
+                "demand_ms": r.demand_s * 1e3,
+                "needed": r.needed,
+                "headroom": r.headroom,
+                "utilisation": r.utilisation,
+                "wait_probability": r.wait_probability,
+                "expected_wait_ms": r.expected_wait_ms,
+            }
+            for r in sized.resources
+        ],
+        "binding": sized.binding,
+    }
+
+
+def flames(analysis: Analysis) -> Markup:
+    """The flame-graph section (``report.flame``): critical path by operation for the median
+    and slowest-5 % traces, and the CPU flame graph of critical-path samples."""
+    from tracelens.report.flame import flame_section
+
+    return flame_section(analysis.traces, analysis.cpu_hotspots)
