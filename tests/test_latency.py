@@ -189,7 +189,7 @@ def test_cold_starts_apart_from_the_headline() -> None:
     assert h.latency_ms["p95"] == pytest.approx(float(np.percentile(req_ms, 95)), abs=1e-3)
     assert h.latency_ms["p95"] < 200  # not the 20 s the start-up trace puts in it
     assert h.cold_starts[0].duration_ms > 20_000
-    assert [o["name"] for o in h.by_operation] == ["llm_request"]
+    assert [o.name for o in h.by_operation] == ["llm_request"]
 
 
 def test_demo_stages_sum_to_its_critical_path(tmp_path: Path) -> None:

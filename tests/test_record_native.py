@@ -104,7 +104,7 @@ def test_kind_strings_are_the_attribute_constants() -> None:
     fast.t0 = 0
     kind, cpu, io, wait = fast.finish(10)
     assert (kind, cpu, io, wait) == ("cpu", 10, 0, 0)
-    assert kind is measure.attrs.CPU
+    assert kind is measure.A.CPU
 
 
 def test_steps_measure_this_threads_cpu() -> None:
