@@ -40,7 +40,8 @@ AVAILABLE: Final = _native is not None
 USE_NATIVE: bool = AVAILABLE
 """Decode with the compiled builder where it is built (tests switch it to compare the paths)."""
 
-# The promoted columns in the order the C code knows them (the P_* roles in _json_native.c).
+# The promoted columns in the order the C code knows them (the P_* roles in
+# _native_common.h).
 _PROMOTED_COLUMNS: Final = ("kind", "cpu_ns", "args_hash", "result_hash", "arg_fps", "result_fps")
 _PROMOTED_KEYS: Final = tuple(
     next(key for key, column in PROMOTED_ATTRIBUTES.items() if column == name)

@@ -54,7 +54,8 @@ _native: Any = native_switch.load("tracelens.ingest.otlp_proto._native")
 AVAILABLE: Final = _native is not None
 """Whether the compiled decoder is built and not switched off."""
 
-# The promoted columns in the order the C code knows them (see the P_* roles in _native.c).
+# The promoted columns in the order the C code knows them (the P_* roles in
+# ingest/_native_common.h).
 _PROMOTED_COLUMNS: Final = ("kind", "cpu_ns", "args_hash", "result_hash", "arg_fps", "result_fps")
 _PROMOTED_KEYS: Final = tuple(
     next(key for key, column in PROMOTED_ATTRIBUTES.items() if column == name)
