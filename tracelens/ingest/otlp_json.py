@@ -29,6 +29,8 @@ from tracelens.ingest._common import (
     as_list,
     as_str,
     b64_to_hex,
+    item_error,
+    list_field,
     malformed,
     norm_span_id,
     norm_trace_id,
@@ -212,21 +214,22 @@ def _status(status: dict[str, Any]) -> tuple[str, str | None]:
 
 
 def trace_id(value: Any, field: str) -> str:
-    tid = norm_trace_id(as_str(value, field))
-    if len(tid) == 24 and (hexed := b64_to_hex(tid, 16)) is not None:
-        return hexed
-    if not tid:
-        raise FieldError(field, "empty")
-    return tid
+    return _id(norm_trace_id(as_str(value, field)), field, 16)
 
 
 def span_id(value: Any, field: str) -> str:
-    sid = norm_span_id(as_str(value, field))
-    if len(sid) == 12 and (hexed := b64_to_hex(sid, 8)) is not None:
+    return _id(norm_span_id(as_str(value, field)), field, 8)
+
+
+def _id(text: str, field: str, nbytes: int) -> str:
+    """An id as OTLP/JSON writes it (hex, normalised by the caller), or base64 (proto3's generic
+    JSON mapping of ``bytes``) turned into hex."""
+    hexed = b64_to_hex(text, nbytes)
+    if hexed is not None:
         return hexed
-    if not sid:
+    if not text:
         raise FieldError(field, "empty")
-    return sid
+    return text
 
 
 def span_kind(value: Any, field: str) -> str:
@@ -248,11 +251,7 @@ def status_code(value: Any, field: str) -> str:
 def attributes(items: Any) -> dict[str, Any]:
     """A list of ``{key, value: AnyValue}`` as a dict of typed Python values (last key wins)."""
     out: dict[str, Any] = {}
-    if not items:
-        return out
-    if type(items) is not list:
-        raise FieldError("", "not a list")
-    for j, kv in enumerate(items):
+    for j, kv in enumerate(list_field(items)):
         try:
             key, value = kv.get("key"), kv.get("value")
             if type(key) is str and type(value) is dict:  # the common case, checked inline
@@ -261,10 +260,8 @@ def attributes(items: Any) -> dict[str, Any]:
                     out[key] = string
                     continue
             out[as_str(key, "key")] = any_value(value)
-        except FieldError as exc:
-            raise exc.under(f"[{j}]") from None
-        except AttributeError:
-            raise FieldError(f"[{j}]", "not a {key, value} object") from None
+        except (FieldError, AttributeError) as exc:
+            raise item_error(exc, j, "{key, value}") from None
     return out
 
 
