@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from typing import Any, Final
 
 from tracelens_instrumentation import attributes as A
@@ -316,40 +317,43 @@ def _bytes(value: Any) -> bytes:
 
 
 def _events(span: dict[str, Any]) -> list[dict[str, Any]] | None:
-    events = as_list(span, "events")
-    if not events:
-        return None
-    out = []
-    for e, ev in enumerate(events):
-        try:
-            out.append(
-                {
-                    "time_ns": as_int(ev.get("timeUnixNano"), "timeUnixNano"),
-                    "name": as_str(ev.get("name", ""), "name"),
-                    "attributes": _sub_attributes(ev),
-                }
-            )
-        except FieldError as exc:
-            raise exc.under(f"events[{e}]") from None
-    return out
+    return _each(span, "events", _event)
 
 
 def _links(span: dict[str, Any]) -> list[dict[str, Any]] | None:
-    links = as_list(span, "links")
-    if not links:
+    return _each(span, "links", _link)
+
+
+def _event(ev: Any) -> dict[str, Any]:
+    return {
+        "time_ns": as_int(ev.get("timeUnixNano"), "timeUnixNano"),
+        "name": as_str(ev.get("name", ""), "name"),
+        "attributes": _sub_attributes(ev),
+    }
+
+
+def _link(link: Any) -> dict[str, Any]:
+    return {
+        "trace_id": trace_id(link.get("traceId"), "traceId"),
+        "span_id": span_id(link.get("spanId"), "spanId"),
+        "attributes": _sub_attributes(link),
+    }
+
+
+def _each(
+    span: dict[str, Any], field: str, read: Callable[[Any], dict[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """``read`` of each object of the list ``span[field]`` (errors under ``field[i]``); None
+    when there are none."""
+    items = as_list(span, field)
+    if not items:
         return None
     out = []
-    for k, link in enumerate(links):
+    for i, item in enumerate(items):
         try:
-            out.append(
-                {
-                    "trace_id": trace_id(link.get("traceId"), "traceId"),
-                    "span_id": span_id(link.get("spanId"), "spanId"),
-                    "attributes": _sub_attributes(link),
-                }
-            )
+            out.append(read(item))
         except FieldError as exc:
-            raise exc.under(f"links[{k}]") from None
+            raise exc.under(f"{field}[{i}]") from None
     return out
 
 

@@ -353,6 +353,32 @@ static int count_empty(Ctx *c)
     return FAIL;
 }
 
+/* The next field of a ResourceSpans or ScopeSpans entry (one layout: 1 the resource or scope,
+ * 2 a repeated message, 3 schema_url): *f is 1 or 2 with *v its contents, or 0 for a field checked
+ * and skipped.  A second field 1 is BAIL (a message field twice merges: left to the library). */
+static int entry_field(const uint8_t **p, const uint8_t *end, uint32_t *f, Slice *v, int *seen)
+{
+    int wt;
+    if (!get_tag(p, end, f, &wt))
+        return BAIL;
+    if (*f == 3 && wt == WT_LEN) { /* schema_url: a string, so UTF-8 */
+        if (!get_len(p, end, v) || !utf8_ok(v->p, v->n))
+            return BAIL;
+        *f = 0;
+    }
+    else if (*f == 1 || *f == 2) {
+        if (wt != WT_LEN || !get_len(p, end, v))
+            return BAIL;
+        if (*f == 1 && (*seen)++)
+            return BAIL;
+    }
+    else if (!skip_field(p, end, wt))
+        return BAIL;
+    else
+        *f = 0;
+    return OK;
+}
+
 static int walk_scope_spans(Ctx *c, Slice m, size_t r, size_t s)
 {
     const uint8_t *p = m.p, *end = m.p + m.n;
@@ -361,31 +387,17 @@ static int walk_scope_spans(Ctx *c, Slice m, size_t r, size_t s)
     int seen_scope = 0;
     while (p < end) {
         uint32_t f;
-        int wt;
         Slice v;
-        if (!get_tag(&p, end, &f, &wt))
+        if (entry_field(&p, end, &f, &v, &seen_scope))
             return BAIL;
-        if (f == 3 && wt == WT_LEN) { /* schema_url: a string, so UTF-8 */
-            if (!get_len(&p, end, &v) || !utf8_ok(v.p, v.n))
-                return BAIL;
+        if (f == 1)
+            g.scope = v;
+        else if (f == 2) {
+            SpanRef ref = {v, gi};
+            if (buf_put(&c->spans, &ref, sizeof ref))
+                return FAIL;
+            g.count++;
         }
-        else if (f == 1 || f == 2) {
-            if (wt != WT_LEN || !get_len(&p, end, &v))
-                return BAIL;
-            if (f == 1) {
-                if (seen_scope++)
-                    return BAIL; /* a message field twice merges: left to the library */
-                g.scope = v;
-            }
-            else {
-                SpanRef ref = {v, gi};
-                if (buf_put(&c->spans, &ref, sizeof ref))
-                    return FAIL;
-                g.count++;
-            }
-        }
-        else if (!skip_field(&p, end, wt))
-            return BAIL;
     }
     if (g.count == 0 && count_empty(c))
         return FAIL;
@@ -400,27 +412,13 @@ static int walk_resource_spans(Ctx *c, Slice m, size_t r)
     int rc, seen_resource = 0;
     while (p < end) {
         uint32_t f;
-        int wt;
         Slice v;
-        if (!get_tag(&p, end, &f, &wt))
+        if (entry_field(&p, end, &f, &v, &seen_resource))
             return BAIL;
-        if (f == 3 && wt == WT_LEN) { /* schema_url */
-            if (!get_len(&p, end, &v) || !utf8_ok(v.p, v.n))
-                return BAIL;
-        }
-        else if (f == 1 || f == 2) {
-            if (wt != WT_LEN || !get_len(&p, end, &v))
-                return BAIL;
-            if (f == 1) {
-                if (seen_resource++)
-                    return BAIL; /* merged by the library */
-                resource = v;
-            }
-            else if ((rc = walk_scope_spans(c, v, r, s++)))
-                return rc;
-        }
-        else if (!skip_field(&p, end, wt))
-            return BAIL;
+        if (f == 1)
+            resource = v;
+        else if (f == 2 && (rc = walk_scope_spans(c, v, r, s++)))
+            return rc;
     }
     if (c->spans.len == spans_before && count_empty(c))
         return FAIL;
