@@ -300,13 +300,7 @@ def _array(arr: Any) -> list[Any]:
     values = as_dict(arr or {}, "value.arrayValue").get("values") or []
     if type(values) is not list:
         raise FieldError("value.arrayValue.values", "not a list")
-    out = []
-    for k, item in enumerate(values):
-        try:
-            out.append(any_value(item))
-        except FieldError as exc:
-            raise exc.under(f"value.arrayValue.values[{k}]") from None
-    return out
+    return _read_all(values, "value.arrayValue.values", any_value)
 
 
 def _bytes(value: Any) -> bytes:
@@ -343,17 +337,19 @@ def _link(link: Any) -> dict[str, Any]:
 def _each(
     span: dict[str, Any], field: str, read: Callable[[Any], dict[str, Any]]
 ) -> list[dict[str, Any]] | None:
-    """``read`` of each object of the list ``span[field]`` (errors under ``field[i]``); None
-    when there are none."""
+    """``read`` of each object of the list ``span[field]``; None when there are none."""
     items = as_list(span, field)
-    if not items:
-        return None
+    return _read_all(items, field, read) if items else None
+
+
+def _read_all(items: list[Any], path: str, read: Callable[[Any], Any]) -> list[Any]:
+    """``read`` of each item, an error in one under ``path[i]``."""
     out = []
     for i, item in enumerate(items):
         try:
             out.append(read(item))
         except FieldError as exc:
-            raise exc.under(f"{field}[{i}]") from None
+            raise exc.under(f"{path}[{i}]") from None
     return out
 
 
