@@ -10,16 +10,23 @@ from __future__ import annotations
 
 from setuptools import Extension, setup
 
+# What the two importers' extensions share (the attribute rules, the buffers): one header.
+_COMMON = "tracelens/ingest/_native_common.h"
+
 setup(
     ext_modules=[
         Extension(
             "tracelens.ingest.otlp_proto._native",
             sources=["tracelens/ingest/otlp_proto/_native.c"],
+            include_dirs=["tracelens/ingest"],
+            depends=[_COMMON],
             optional=True,
         ),
         Extension(
             "tracelens.ingest._json_native",
             sources=["tracelens/ingest/_json_native.c"],
+            include_dirs=["tracelens/ingest"],
+            depends=[_COMMON],
             optional=True,
         ),
         Extension(

@@ -99,6 +99,20 @@ static int new_frame(const Forest *f, Vec *arena, Frame *fr, int64_t span, int64
     return 0;
 }
 
+/* The parent's own section [from, to): it extends the newest section of this root (from `first`
+ * on) when that is the same span's, else it is a new one.  0, or -1 when out of memory. */
+static int own_section(Vec *o_span, Vec *o_start, Vec *o_end, int64_t first, int64_t span,
+                       int64_t from, int64_t to) {
+    int64_t last = o_span->len - 1;
+    if (last >= first && o_span->data[last] == span) {
+        o_start->data[last] = from;
+        return 0;
+    }
+    if (vec_push(o_span, span) < 0 || vec_push(o_start, from) < 0 || vec_push(o_end, to) < 0)
+        return -1;
+    return 0;
+}
+
 /* One root: appends its sections (chronological) to the outputs. */
 static int walk_root(const Forest *f, int64_t root, Vec *stack_v, Vec *arena, Vec *o_root,
                      Vec *o_span, Vec *o_start, Vec *o_end) {
@@ -131,28 +145,15 @@ static int walk_root(const Forest *f, int64_t root, Vec *stack_v, Vec *arena, Ve
             chosen = c;
             break;
         }
-        int64_t last = o_span->len - 1;
         if (chosen < 0) {
-            if (ws < cursor) {
-                if (last >= first && o_span->data[last] == span) {
-                    o_start->data[last] = ws;
-                } else if (vec_push(o_span, span) < 0 || vec_push(o_start, ws) < 0 ||
-                           vec_push(o_end, cursor) < 0) {
-                    return -1;
-                }
-            }
+            if (ws < cursor && own_section(o_span, o_start, o_end, first, span, ws, cursor) < 0)
+                return -1;
             arena->len = fr->arena_mark;
             depth--;
             continue;
         }
-        if (ce < cursor) {
-            if (last >= first && o_span->data[last] == span) {
-                o_start->data[last] = ce;
-            } else if (vec_push(o_span, span) < 0 || vec_push(o_start, ce) < 0 ||
-                       vec_push(o_end, cursor) < 0) {
-                return -1;
-            }
-        }
+        if (ce < cursor && own_section(o_span, o_start, o_end, first, span, ce, cursor) < 0)
+            return -1;
         if (cs < ws) cs = ws;
         fr->cursor = cs;
         fr->pos = pos;

@@ -99,6 +99,15 @@ def _walk(
     starts: list[int] = []
     ends: list[int] = []
 
+    def own_section(span: int, first: int, last: int) -> None:
+        # The parent's own time [first, last): a repeat of the newest section's span extends it.
+        if spans and spans[-1] == span:
+            starts[-1] = first
+        else:
+            spans.append(span)
+            starts.append(first)
+            ends.append(last)
+
     def new_frame(span: int, ws: int, we: int) -> list:
         # [span, window start, window end, cursor, child list, position, stop]
         a, b = off[span], off[span + 1]
@@ -135,21 +144,11 @@ def _walk(
         # Sections come out newest first and contiguous: a repeat of the last span merges.
         if chosen < 0:
             if ws < cursor:
-                if spans and spans[-1] == span:
-                    starts[-1] = ws
-                else:
-                    spans.append(span)
-                    starts.append(ws)
-                    ends.append(cursor)
+                own_section(span, ws, cursor)
             stack.pop()
             continue
         if ce < cursor:
-            if spans and spans[-1] == span:
-                starts[-1] = ce
-            else:
-                spans.append(span)
-                starts.append(ce)
-                ends.append(cursor)
+            own_section(span, ce, cursor)
         if cs < ws:
             cs = ws
         frame[3] = cs

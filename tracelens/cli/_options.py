@@ -26,6 +26,23 @@ input_format_option = click.option(
     help="Skip format detection: every file is in this format.",
 )
 
+out_option = click.option(
+    "--out",
+    type=click.Path(dir_okay=False, writable=True),
+    default=None,
+    help="Write the result here instead of standard output.",
+)
+
+
+def write_out(text: str, out: str | None) -> None:
+    """A command's result to ``out`` (a file) or standard output, ending in one newline."""
+    if out:
+        with open(out, "w", encoding="utf-8") as fh:
+            fh.write(text if text.endswith("\n") else text + "\n")
+    else:
+        click.echo(text, nl=not text.endswith("\n"))
+
+
 findings_option = click.option(
     "--findings/--no-findings",
     default=True,

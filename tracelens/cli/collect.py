@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import click
 
+from tracelens.cli._errors import service_errors
 from tracelens.cli._options import db_option
 
 
@@ -106,9 +107,8 @@ def collect(
     store read through it.  Stop with Ctrl-C or SIGTERM: it drains, commits and closes.
     """
     from tracelens.api import collect as run
-    from tracelens.errors import OptionError, StoreError
 
-    try:
+    with service_errors("start the collector"):
         run(
             db,
             http=http,
@@ -122,9 +122,3 @@ def collect(
             metrics_quiet_s=metrics_quiet_s,
             metrics_max_operations=metrics_max_operations,
         )
-    except OptionError as exc:
-        raise click.UsageError(str(exc)) from None
-    except StoreError as exc:
-        raise click.ClickException(str(exc)) from None
-    except (OSError, ValueError) as exc:
-        raise click.ClickException(f"cannot start the collector: {exc}") from None

@@ -8,6 +8,8 @@ import sys
 
 import click
 
+from tracelens.cli._errors import service_errors
+
 EXIT_FAILED = 1
 
 
@@ -82,9 +84,8 @@ def demo(
     tracelens analyze --db demo.duckdb
     """
     from tracelens.api import run_demo
-    from tracelens.errors import OptionError, TracelensError
 
-    try:
+    with service_errors():
         summary = run_demo(
             requests=requests,
             concurrency=concurrency,
@@ -96,10 +97,6 @@ def demo(
             vllm=vllm,
             echo=lambda line: click.echo(f"demo: {line}"),
         )
-    except OptionError as exc:
-        raise click.UsageError(str(exc)) from None
-    except TracelensError as exc:
-        raise click.ClickException(str(exc)) from None
     where = " and ".join(x for x in (summary.endpoint, summary.file) if x)
     click.echo(
         f"demo: {summary.requests} requests ({summary.failed} failed) in {summary.wall_s:.1f} s: "

@@ -6,7 +6,14 @@ import sys
 
 import click
 
-from tracelens.cli._options import db_option, findings_option, input_format_option
+from tracelens.cli._errors import input_errors
+from tracelens.cli._options import (
+    db_option,
+    findings_option,
+    input_format_option,
+    out_option,
+    write_out,
+)
 
 _WHEN = "An ISO 8601 instant (UTC unless it says otherwise) or a duration ago: 30m, 24h, 7d."
 
@@ -35,12 +42,7 @@ _WHEN = "An ISO 8601 instant (UTC unless it says otherwise) or a duration ago: 3
     show_default=True,
     help="text: for a terminal; json: the diff document of docs/analysis-json.md; html: a page.",
 )
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Write the result here instead of standard output.",
-)
+@out_option
 @click.option(
     "--confidence",
     type=click.FloatRange(0, 1, min_open=True, max_open=True),
@@ -99,35 +101,28 @@ def diff(
     --fail-on rule tripped, 2 for bad input.
     """
     from tracelens.api import diff as run
-    from tracelens.errors import OptionError, TracelensError
     from tracelens.progress import Progress
 
-    try:
-        with Progress() as bar:  # on stderr, only when it is a terminal
-            result = run(
-                base,
-                new,
-                db=db,
-                base_since=base_since,
-                base_until=base_until,
-                since=since,
-                until=until,
-                input_format=input_format,
-                keep_going=keep_going,
-                findings=findings,
-                fail_on=fail_on,
-                confidence=confidence,
-                resamples=resamples,
-                seed=seed,
-                min_traces=min_traces,
-                min_delta_ms=min_delta_ms,
-                bar=bar,
-            )
-    except OptionError as exc:
-        raise click.UsageError(str(exc)) from None
-    except TracelensError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
+    with input_errors(), Progress() as bar:  # on stderr, only when it is a terminal
+        result = run(
+            base,
+            new,
+            db=db,
+            base_since=base_since,
+            base_until=base_until,
+            since=since,
+            until=until,
+            input_format=input_format,
+            keep_going=keep_going,
+            findings=findings,
+            fail_on=fail_on,
+            confidence=confidence,
+            resamples=resamples,
+            seed=seed,
+            min_traces=min_traces,
+            min_delta_ms=min_delta_ms,
+            bar=bar,
+        )
     if format_ == "json":
         text = result.to_json()
     elif format_ == "html":
@@ -136,11 +131,7 @@ def diff(
         text = render_diff(result)
     else:
         text = result.to_text()
-    if out:
-        with open(out, "w", encoding="utf-8") as fh:
-            fh.write(text if text.endswith("\n") else text + "\n")
-    else:
-        click.echo(text, nl=not text.endswith("\n"))
+    write_out(text, out)
     for err in result.errors:
         click.echo(f"error: {err}", err=True)
     if result.errors:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import click
 
+from tracelens.cli._errors import EXIT_INPUT_ERROR
 from tracelens.cli._options import db_option, input_format_option
-
-# Exit status for bad input (click uses 2 for bad usage too: both mean "fix what you passed").
-EXIT_INPUT_ERROR = 2
 
 
 @click.command("import")

@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from tracelens.cli._errors import EXIT_INPUT_ERROR, input_errors
 from tracelens.cli._options import (
     check_engine_options,
     db_option,
@@ -13,8 +14,6 @@ from tracelens.cli._options import (
     findings_option,
     input_format_option,
 )
-
-EXIT_INPUT_ERROR = 2
 
 
 @click.command()
@@ -77,35 +76,26 @@ def report(
     """
     check_engine_options(files, parquet, engine, spark_table)
     from tracelens.api import write_report
-    from tracelens.errors import OptionError, TracelensError
     from tracelens.progress import Progress
 
-    with Progress() as bar:
-        try:
-            written = write_report(
-                files,
-                db=db,
-                input_format=input_format,
-                out=out,
-                weekly=weekly,
-                week=week,
-                out_dir=out_dir,
-                title=title,
-                keep_going=keep_going,
-                findings=findings,
-                bar=bar,
-                parquet=parquet,
-                engine=engine,
-                master=master,
-                spark_table=spark_table,
-            )
-        except OptionError as exc:
-            bar.close()
-            raise click.UsageError(str(exc)) from None
-        except TracelensError as exc:
-            bar.close()
-            click.echo(f"error: {exc}", err=True)
-            sys.exit(EXIT_INPUT_ERROR)
+    with input_errors(), Progress() as bar:
+        written = write_report(
+            files,
+            db=db,
+            input_format=input_format,
+            out=out,
+            weekly=weekly,
+            week=week,
+            out_dir=out_dir,
+            title=title,
+            keep_going=keep_going,
+            findings=findings,
+            bar=bar,
+            parquet=parquet,
+            engine=engine,
+            master=master,
+            spark_table=spark_table,
+        )
     for p in written.paths:
         click.echo(f"wrote {p} ({p.stat().st_size / 1024:,.0f} KiB)")
     for err in written.errors:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import json
-import sys
 
 import click
 
+from tracelens.cli._errors import input_errors
 from tracelens.cli._options import db_option, input_format_option
 
 
@@ -46,9 +46,8 @@ def size(
     """CPU cores and model-server capacity for CONCURRENCY requests at a latency target, from
     the measured CPU and model seconds per request of the traces in FILES or the store."""
     from tracelens.api import size as run
-    from tracelens.errors import TracelensError
 
-    try:
+    with input_errors(usage=False):
         result = run(
             files,
             concurrency=concurrency,
@@ -58,9 +57,6 @@ def size(
             cores=cores,
             model_slots=model_slots,
         )
-    except TracelensError as exc:
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
     if format_ == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

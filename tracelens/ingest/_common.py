@@ -130,6 +130,23 @@ class FieldError(Exception):
         return self
 
 
+def list_field(value: Any) -> list[Any]:
+    """A list of objects where absent, null or any empty value means none."""
+    if not value:
+        return []
+    if type(value) is not list:
+        raise FieldError("", "not a list")
+    return value
+
+
+def item_error(exc: FieldError | AttributeError, j: int, shape: str) -> FieldError:
+    """What went wrong with the j-th object of a list: its own field error under ``[j]``, or (an
+    AttributeError: it is no object at all) that it is not a ``shape`` object."""
+    if isinstance(exc, FieldError):
+        return exc.under(f"[{j}]")
+    return FieldError(f"[{j}]", f"not a {shape} object")
+
+
 def malformed(exc: Exception) -> FieldError:
     """A structural surprise (a list where an object belongs, ...) caught around one span."""
     return FieldError("", f"malformed ({type(exc).__name__}: {exc})")

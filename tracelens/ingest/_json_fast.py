@@ -23,14 +23,8 @@ import numpy as np
 import pyarrow as pa
 from tracelens_instrumentation import _native as native_switch
 
-from tracelens.schema import (
-    COLUMNS,
-    PROMOTED_ATTRIBUTES,
-    PROMOTED_CONVERT,
-    SPAN_KINDS,
-    SPAN_SCHEMA,
-    STATUS_CODES,
-)
+from tracelens.ingest._native_columns import PROMOTED_KEYS, convert_promoted, int64_columns
+from tracelens.schema import COLUMNS, SPAN_KINDS, SPAN_SCHEMA, STATUS_CODES
 
 # Installed without a C compiler, or TRACELENS_NO_NATIVE: the Python decoder does everything.
 _native: Any = native_switch.load("tracelens.ingest._json_native")
@@ -40,12 +34,6 @@ AVAILABLE: Final = _native is not None
 USE_NATIVE: bool = AVAILABLE
 """Decode with the compiled builder where it is built (tests switch it to compare the paths)."""
 
-# The promoted columns in the order the C code knows them (the P_* roles in _json_native.c).
-_PROMOTED_COLUMNS: Final = ("kind", "cpu_ns", "args_hash", "result_hash", "arg_fps", "result_fps")
-_PROMOTED_KEYS: Final = tuple(
-    next(key for key, column in PROMOTED_ATTRIBUTES.items() if column == name)
-    for name in _PROMOTED_COLUMNS
-)
 # String columns the C code builds, with the ones that may be null.
 _STRINGS: Final = (
     "trace_id",
@@ -65,7 +53,6 @@ _STRINGS: Final = (
     "args_hash",
     "result_hash",
 )
-_STR_LIST: Final = pa.list_(pa.string())
 
 
 class NativeColumns:
@@ -79,7 +66,7 @@ class NativeColumns:
         extras: Callable[[dict[str, Any]], tuple[str | None, str | None] | None],
     ) -> None:
         self._builder = _native.Builder(
-            _PROMOTED_KEYS, SPAN_KINDS, STATUS_CODES, kind_names, status_names, slow_value, extras
+            PROMOTED_KEYS, SPAN_KINDS, STATUS_CODES, kind_names, status_names, slow_value, extras
         )
         self.add: Callable[[list[Any], str, str | None, str | None, str | None], bool] = (
             self._builder.add
@@ -116,12 +103,8 @@ def _offsets(lengths: bytes) -> tuple[np.ndarray, pa.Array]:
 
 
 def _table(n: int, cols: dict[str, Any], promoted: list[tuple[int, int, Any]]) -> pa.Table:
-    arrays = {name: _strings(n, cols[name]) for name in _STRINGS}
-    for name in ("start_ns", "end_ns"):
-        arrays[name] = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols[name])])
-    arrays["cpu_ns"] = pa.Array.from_buffers(
-        pa.int64(), n, [_bitmap(cols["cpu_ns.valid"]), pa.py_buffer(cols["cpu_ns"])]
-    )
+    arrays = int64_columns(n, cols, _bitmap(cols["cpu_ns.valid"]))
+    arrays.update((name, _strings(n, cols[name])) for name in _STRINGS)
     _, map_offsets = _offsets(cols["map_lengths"])
     m = len(cols["keys"][2])
     arrays["attributes"] = pa.MapArray.from_arrays(
@@ -134,21 +117,6 @@ def _table(n: int, cols: dict[str, Any], promoted: list[tuple[int, int, Any]]) -
         _strings(j, cols["json_keys"]),
         mask=pa.array(json_counts == 0, pa.bool_()),
     )
-    arrays["arg_fps"] = arrays["result_fps"] = pa.nulls(n, _STR_LIST)
     if promoted:
-        _convert_promoted(arrays, promoted)
+        convert_promoted(arrays, promoted)
     return pa.table([arrays[name] for name in COLUMNS], schema=SPAN_SCHEMA)
-
-
-def _convert_promoted(arrays: dict[str, pa.Array], promoted: list[tuple[int, int, Any]]) -> None:
-    """Promoted values the C code could not place directly, converted as ``SpanColumns`` converts
-    them (a plain string or int converts to what the C code wrote, so mixing is exact)."""
-    by_column: dict[str, list[tuple[int, Any]]] = {}
-    for role, row, typed in promoted:
-        by_column.setdefault(_PROMOTED_COLUMNS[role], []).append((row, typed))
-    for column, items in by_column.items():
-        values = arrays[column].to_pylist()
-        convert = PROMOTED_CONVERT[column]
-        for row, typed in items:
-            values[row] = convert(typed)
-        arrays[column] = pa.array(values, SPAN_SCHEMA.field(column).type)

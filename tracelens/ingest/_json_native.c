@@ -15,67 +15,9 @@
  * Nesting is fixed (spans > span > attribute > value), so there is no recursion.
  */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_native_common.h"
 
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-/* Every step answers OK, BAIL (leave the document to Python) or FAIL (Python exception set). */
-#define OK 0
-#define BAIL 1
-#define FAIL (-1)
-
-#define N_PROMOTED 6
-#define N_KINDS 6 /* SPAN_KINDS */
-#define N_CODES 3 /* STATUS_CODES */
-/* Roles of the promoted attributes, in the order Python passes their keys. */
-enum { P_KIND, P_CPU_NS, P_ARGS_HASH, P_RESULT_HASH, P_ARG_FPS, P_RESULT_FPS };
-
-enum { C_STRING, C_INT, C_BOOL, C_DOUBLE, C_SLOW };
-
-#define SORT_ABOVE 16 /* spans with more attributes than this dedupe by sorting */
-
-/* ---- growable buffers ----------------------------------------------------------------------- */
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-} Buf;
-
-static int buf_grow(Buf *b, size_t extra)
-{
-    if (b->cap - b->len >= extra)
-        return OK;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len < extra) {
-        if (cap > ((size_t)PY_SSIZE_T_MAX) / 2) {
-            PyErr_NoMemory();
-            return FAIL;
-        }
-        cap *= 2;
-    }
-    char *p = PyMem_Realloc(b->p, cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return FAIL;
-    }
-    b->p = p;
-    b->cap = cap;
-    return OK;
-}
-
-static inline int buf_put(Buf *b, const void *src, size_t n)
-{
-    if (b->cap - b->len < n && buf_grow(b, n))
-        return FAIL;
-    if (n)
-        memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return OK;
-}
+/* ---- growable buffers (more in _native_common.h) -------------------------------------------- */
 
 static inline int buf_byte(Buf *b, char v)
 {
@@ -83,18 +25,6 @@ static inline int buf_byte(Buf *b, char v)
         return FAIL;
     b->p[b->len++] = v;
     return OK;
-}
-
-static void buf_free(Buf *b)
-{
-    PyMem_Free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
-
-static PyObject *buf_bytes(const Buf *b)
-{
-    return PyBytes_FromStringAndSize(b->len ? b->p : "", (Py_ssize_t)b->len);
 }
 
 /* An Arrow string column being built: int32 offsets (the leading 0 is added on output), data,
@@ -187,30 +117,6 @@ enum { B_START, B_END, B_CPU, B_CPU_VALID, B_MAP_LEN, B_JSON_LEN, N_BUF };
 static const char *const buf_names[N_BUF] = {
     "start_ns", "end_ns", "cpu_ns", "cpu_ns.valid", "map_lengths", "json_lengths",
 };
-
-typedef struct {
-    const char *key;
-    size_t klen;
-    const char *val; /* C_STRING / C_SLOW: UTF-8 of a str alive while the call runs */
-    size_t vlen;
-    uint8_t cls, is_json, dropped;
-    int8_t promoted;
-    int64_t ival;
-    PyObject *obj; /* the value object (C_SLOW: the typed value, a new reference in `slow`) */
-    char num[32];  /* text of C_INT / C_BOOL / C_DOUBLE */
-    size_t nlen;
-} Attr;
-
-typedef struct {
-    const char *k;
-    size_t n;
-    size_t idx;
-} SortKey;
-
-typedef struct {
-    const char *p;
-    size_t n;
-} Text;
 
 typedef struct {
     PyObject_HEAD
@@ -346,49 +252,6 @@ static int int_value(PyObject *v, int64_t *out)
     return BAIL;
 }
 
-static size_t fmt_i64(char *out, int64_t v)
-{
-    char tmp[24];
-    size_t n = 0, k = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        out[k++] = '-';
-    while (n)
-        out[k++] = tmp[--n];
-    return k;
-}
-
-/* json_scalar(float): repr() when finite, json.dumps's names otherwise. */
-static int fmt_double(Attr *a, double d)
-{
-    const char *fixed = NULL;
-    if (isnan(d))
-        fixed = "NaN";
-    else if (isinf(d))
-        fixed = d > 0 ? "Infinity" : "-Infinity";
-    if (fixed) {
-        a->nlen = strlen(fixed);
-        memcpy(a->num, fixed, a->nlen);
-        return OK;
-    }
-    char *s = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (s == NULL)
-        return FAIL;
-    size_t n = strlen(s);
-    if (n >= sizeof a->num) {
-        PyMem_Free(s);
-        return BAIL;
-    }
-    memcpy(a->num, s, n);
-    a->nlen = n;
-    PyMem_Free(s);
-    return OK;
-}
-
 /* An id as trace_id()/span_id() leave it: 32/16 hex lower-cased, anything else but the empty
  * string and a possible base64 id (Python decides those) kept as it is. */
 static int put_id(StrCol *c, PyObject *v, size_t hexlen, size_t b64len)
@@ -463,29 +326,14 @@ static int put_enum(StrCol *c, PyObject *v, PyObject *names, const Text *table, 
     return s == NULL ? BAIL : sc_add(c, s, n);
 }
 
-static int8_t promoted_role(const Builder *self, const char *key, size_t klen)
-{
-    for (int p = 0; p < N_PROMOTED; p++)
-        if (klen == self->pkeys[p].n && klen && key[0] == self->pkeys[p].p[0] &&
-            !memcmp(key, self->pkeys[p].p, klen))
-            return (int8_t)p;
-    return -1;
-}
-
 /* A value the fast shapes do not cover: slow_value (attributes()'s own any_value) decides. */
 static int slow_attr(Builder *self, PyObject *value, Attr *a)
 {
-    PyObject *res = PyObject_CallOneArg(self->slow_value, value ? value : Py_None);
+    PyObject *res = keep_call(self->slow_value, value ? value : Py_None, self->keep);
     if (res == NULL)
         return FAIL;
-    if (res == Py_None) {
-        Py_DECREF(res);
+    if (res == Py_None)
         return BAIL;
-    }
-    int rc = PyList_Append(self->keep, res);
-    Py_DECREF(res); /* `keep` holds it */
-    if (rc < 0)
-        return FAIL;
     if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 3 ||
         !PyUnicode_CheckExact(PyTuple_GET_ITEM(res, 0))) {
         PyErr_SetString(PyExc_TypeError, "slow_value: expected (str, bool, value)");
@@ -507,7 +355,7 @@ static int slow_attr(Builder *self, PyObject *value, Attr *a)
 static int parse_attr(Builder *self, PyObject *kv, Attr *a)
 {
     int rc;
-    a->dropped = 0;
+    a->dropped = a->known = 0;
     a->nlen = 0;
     a->obj = NULL;
     if (!PyDict_CheckExact(kv))
@@ -526,7 +374,7 @@ static int parse_attr(Builder *self, PyObject *kv, Attr *a)
     a->key = utf8(key, &a->klen);
     if (a->key == NULL)
         return BAIL;
-    a->promoted = promoted_role(self, a->key, a->klen);
+    a->promoted = promoted_role(self->pkeys, a->key, a->klen);
     if (value == NULL || value == Py_None)
         return slow_attr(self, value, a);
     if (!PyDict_CheckExact(value))
@@ -583,93 +431,16 @@ static int parse_attr(Builder *self, PyObject *kv, Attr *a)
         a->cls = C_DOUBLE;
         a->is_json = 1;
         a->obj = PyFloat_CheckExact(v) ? v : NULL;
-        memcpy(&a->ival, &d, sizeof d);
+        a->dval = d;
         return fmt_double(a, d);
     }
     if ((v = f[3]) != NULL) {
         if (v != Py_True && v != Py_False)
             return BAIL;
-        a->cls = C_BOOL;
-        a->is_json = 1;
-        a->ival = v == Py_True;
-        a->nlen = a->ival ? 4 : 5;
-        memcpy(a->num, a->ival ? "true" : "false", a->nlen);
+        set_bool(a, v == Py_True);
         return OK;
     }
     return slow_attr(self, value, a);
-}
-
-static inline int same_key(const Attr *x, const Attr *y)
-{
-    return x->klen == y->klen && (x->klen == 0 || memcmp(x->key, y->key, x->klen) == 0);
-}
-
-static int cmp_sortkey(const void *l, const void *r)
-{
-    const SortKey *a = l, *b = r;
-    size_t n = a->n < b->n ? a->n : b->n;
-    int d = n ? memcmp(a->k, b->k, n) : 0;
-    if (d)
-        return d;
-    if (a->n != b->n)
-        return a->n < b->n ? -1 : 1;
-    return a->idx < b->idx ? -1 : (a->idx > b->idx ? 1 : 0);
-}
-
-/* A key repeated within a span keeps its first place and its last value (a dict's way). */
-static int dedupe(Builder *self, Attr *at, size_t k)
-{
-    if (k <= SORT_ABOVE) {
-        for (size_t j = 1; j < k; j++)
-            for (size_t i = 0; i < j; i++)
-                if (!at[i].dropped && same_key(&at[i], &at[j])) {
-                    at[i] = at[j];
-                    at[j].dropped = 1;
-                    break;
-                }
-        return OK;
-    }
-    self->sortkeys.len = 0;
-    if (buf_grow(&self->sortkeys, k * sizeof(SortKey)))
-        return FAIL;
-    SortKey *sk = (SortKey *)self->sortkeys.p;
-    for (size_t i = 0; i < k; i++) {
-        sk[i].k = at[i].key;
-        sk[i].n = at[i].klen;
-        sk[i].idx = i;
-    }
-    qsort(sk, k, sizeof(SortKey), cmp_sortkey);
-    for (size_t a = 0; a < k;) {
-        size_t b = a + 1;
-        while (b < k && sk[b].n == sk[a].n && (sk[a].n == 0 || !memcmp(sk[b].k, sk[a].k, sk[a].n)))
-            b++;
-        if (b - a > 1) {
-            size_t first = sk[a].idx, last = sk[b - 1].idx;
-            at[first] = at[last];
-            for (size_t i = a + 1; i < b; i++)
-                at[sk[i].idx].dropped = 1;
-            at[first].dropped = 0;
-        }
-        a = b;
-    }
-    return OK;
-}
-
-static PyObject *typed_value(const Attr *a)
-{
-    double d;
-    switch (a->cls) {
-    case C_INT:
-        return PyLong_FromLongLong(a->ival);
-    case C_BOOL:
-        return PyBool_FromLong((long)a->ival);
-    case C_DOUBLE:
-        if (a->obj)
-            return Py_NewRef(a->obj);
-        memcpy(&d, &a->ival, sizeof d);
-        return PyFloat_FromDouble(d);
-    }
-    return Py_NewRef(a->obj); /* C_STRING, C_SLOW */
 }
 
 /* A promoted attribute's column value when it needs no conversion (a str or an int: as_str and
@@ -677,12 +448,10 @@ static PyObject *typed_value(const Attr *a)
 static int promote(Builder *self, const Attr *a, int *has_text, int64_t *cpu, int *has_cpu)
 {
     int p = a->promoted;
-    if ((p == P_KIND || p == P_ARGS_HASH || p == P_RESULT_HASH) &&
-        (a->cls == C_STRING || a->cls == C_INT)) {
+    if (promoted_as_text(a)) {
         int col = p == P_KIND ? S_PKIND : p == P_ARGS_HASH ? S_PARGS : S_PRESULT;
-        const char *text = a->cls == C_STRING ? a->val : a->num;
-        size_t n = a->cls == C_STRING ? a->vlen : a->nlen;
-        if (buf_put(&self->s[col].data, text, n))
+        Text t = attr_text(a);
+        if (buf_put(&self->s[col].data, t.p, t.n))
             return FAIL;
         has_text[col - S_PKIND] = 1;
         return OK;
@@ -692,15 +461,7 @@ static int promote(Builder *self, const Attr *a, int *has_text, int64_t *cpu, in
         *has_cpu = 1;
         return OK;
     }
-    PyObject *typed = typed_value(a);
-    if (typed == NULL)
-        return FAIL;
-    PyObject *item = Py_BuildValue("(inN)", p, (Py_ssize_t)self->rows, typed);
-    if (item == NULL)
-        return FAIL;
-    int rc = PyList_Append(self->promoted, item);
-    Py_DECREF(item);
-    return rc < 0 ? FAIL : OK;
+    return promote_later(self->promoted, a, self->rows);
 }
 
 static int attributes(Builder *self, PyObject *items)
@@ -726,7 +487,8 @@ static int attributes(Builder *self, PyObject *items)
         for (Py_ssize_t i = 0; i < k; i++)
             if ((rc = parse_attr(self, PyList_GET_ITEM(items, i), &at[i])))
                 return rc;
-        if (k > 1 && (rc = dedupe(self, at, (size_t)k)))
+        int dups;
+        if (k > 1 && (rc = dedupe(&self->sortkeys, at, (size_t)k, &dups)))
             return rc;
         for (Py_ssize_t i = 0; i < k; i++) {
             Attr *a = &at[i];
@@ -737,10 +499,9 @@ static int attributes(Builder *self, PyObject *items)
                     return rc;
                 continue;
             }
-            int plain = a->cls == C_STRING || a->cls == C_SLOW;
+            Text t = attr_text(a);
             if ((rc = sc_add(&self->s[S_KEYS], a->key, a->klen)) ||
-                (rc = sc_add(&self->s[S_VALUES], plain ? a->val : a->num,
-                             plain ? a->vlen : a->nlen)))
+                (rc = sc_add(&self->s[S_VALUES], t.p, t.n)))
                 return rc;
             nmap++;
             if (a->is_json) {
@@ -880,27 +641,6 @@ static int span(Builder *self, PyObject *sp, const Shared *sh)
 
 /* ---- the Python type ------------------------------------------------------------------------ */
 
-static int text_tuple(PyObject *tuple, Text *out, Py_ssize_t count, const char *what)
-{
-    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != count) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a tuple of %zd str", what, count);
-        return FAIL;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        PyObject *k = PyTuple_GET_ITEM(tuple, i);
-        Py_ssize_t n;
-        const char *s = PyUnicode_Check(k) ? PyUnicode_AsUTF8AndSize(k, &n) : NULL;
-        if (s == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "%s: expected str", what);
-            return FAIL;
-        }
-        out[i].p = s;
-        out[i].n = (size_t)n;
-    }
-    return OK;
-}
-
 static int Builder_init(Builder *self, PyObject *args, PyObject *kwds)
 {
     PyObject *pkeys, *kinds, *codes, *kind_names, *status_names, *slow_value, *extras_cb;
@@ -929,27 +669,23 @@ static int Builder_init(Builder *self, PyObject *args, PyObject *kwds)
     return 0;
 }
 
+/* The objects a Builder holds, for the garbage collector. */
+#define BUILDER_OBJECTS(X)                                                                         \
+    X(slow_value) X(extras) X(kind_names) X(status_names) X(names) X(promoted) X(keep)
+
 static int Builder_traverse(Builder *self, visitproc visit, void *arg)
 {
-    Py_VISIT(self->slow_value);
-    Py_VISIT(self->extras);
-    Py_VISIT(self->kind_names);
-    Py_VISIT(self->status_names);
-    Py_VISIT(self->names);
-    Py_VISIT(self->promoted);
-    Py_VISIT(self->keep);
+#define VISIT(field) Py_VISIT(self->field);
+    BUILDER_OBJECTS(VISIT)
+#undef VISIT
     return 0;
 }
 
 static int Builder_clear(Builder *self)
 {
-    Py_CLEAR(self->slow_value);
-    Py_CLEAR(self->extras);
-    Py_CLEAR(self->kind_names);
-    Py_CLEAR(self->status_names);
-    Py_CLEAR(self->names);
-    Py_CLEAR(self->promoted);
-    Py_CLEAR(self->keep);
+#define CLEAR(field) Py_CLEAR(self->field);
+    BUILDER_OBJECTS(CLEAR)
+#undef CLEAR
     return 0;
 }
 
@@ -1040,15 +776,6 @@ static PyObject *Builder_rollback(Builder *self, PyObject *unused)
     if (PyList_SetSlice(self->promoted, self->mpromoted, PyList_GET_SIZE(self->promoted), NULL) < 0)
         return NULL;
     Py_RETURN_NONE;
-}
-
-static int put_item(PyObject *dict, const char *key, PyObject *value)
-{
-    if (value == NULL)
-        return FAIL;
-    int rc = PyDict_SetItemString(dict, key, value);
-    Py_DECREF(value);
-    return rc < 0 ? FAIL : OK;
 }
 
 PyDoc_STRVAR(take_doc,

@@ -33,6 +33,8 @@ from tracelens.ingest._common import (
     as_int,
     as_list,
     as_str,
+    item_error,
+    list_field,
     malformed,
     micros_to_ns,
     norm_span_id,
@@ -172,17 +174,11 @@ def _process_of(
 def typed_tags(tags: Any) -> dict[str, Any]:
     """Jaeger ``[{key, type, value}]`` as typed Python values."""
     out: dict[str, Any] = {}
-    if not tags:
-        return out
-    if type(tags) is not list:
-        raise FieldError("", "not a list")
-    for j, tag in enumerate(tags):
+    for j, tag in enumerate(list_field(tags)):
         try:
             out[as_str(tag.get("key"), "key")] = _tag_value(tag.get("type"), tag.get("value"))
-        except FieldError as exc:
-            raise exc.under(f"[{j}]") from None
-        except AttributeError:
-            raise FieldError(f"[{j}]", "not a {key, type, value} object") from None
+        except (FieldError, AttributeError) as exc:
+            raise item_error(exc, j, "{key, type, value}") from None
     return out
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+from collections.abc import Callable
 from typing import Any, Final
 
 from tracelens_instrumentation import attributes as A
@@ -29,6 +30,8 @@ from tracelens.ingest._common import (
     as_list,
     as_str,
     b64_to_hex,
+    item_error,
+    list_field,
     malformed,
     norm_span_id,
     norm_trace_id,
@@ -212,21 +215,22 @@ def _status(status: dict[str, Any]) -> tuple[str, str | None]:
 
 
 def trace_id(value: Any, field: str) -> str:
-    tid = norm_trace_id(as_str(value, field))
-    if len(tid) == 24 and (hexed := b64_to_hex(tid, 16)) is not None:
-        return hexed
-    if not tid:
-        raise FieldError(field, "empty")
-    return tid
+    return _id(norm_trace_id(as_str(value, field)), field, 16)
 
 
 def span_id(value: Any, field: str) -> str:
-    sid = norm_span_id(as_str(value, field))
-    if len(sid) == 12 and (hexed := b64_to_hex(sid, 8)) is not None:
+    return _id(norm_span_id(as_str(value, field)), field, 8)
+
+
+def _id(text: str, field: str, nbytes: int) -> str:
+    """An id as OTLP/JSON writes it (hex, normalised by the caller), or base64 (proto3's generic
+    JSON mapping of ``bytes``) turned into hex."""
+    hexed = b64_to_hex(text, nbytes)
+    if hexed is not None:
         return hexed
-    if not sid:
+    if not text:
         raise FieldError(field, "empty")
-    return sid
+    return text
 
 
 def span_kind(value: Any, field: str) -> str:
@@ -248,11 +252,7 @@ def status_code(value: Any, field: str) -> str:
 def attributes(items: Any) -> dict[str, Any]:
     """A list of ``{key, value: AnyValue}`` as a dict of typed Python values (last key wins)."""
     out: dict[str, Any] = {}
-    if not items:
-        return out
-    if type(items) is not list:
-        raise FieldError("", "not a list")
-    for j, kv in enumerate(items):
+    for j, kv in enumerate(list_field(items)):
         try:
             key, value = kv.get("key"), kv.get("value")
             if type(key) is str and type(value) is dict:  # the common case, checked inline
@@ -261,10 +261,8 @@ def attributes(items: Any) -> dict[str, Any]:
                     out[key] = string
                     continue
             out[as_str(key, "key")] = any_value(value)
-        except FieldError as exc:
-            raise exc.under(f"[{j}]") from None
-        except AttributeError:
-            raise FieldError(f"[{j}]", "not a {key, value} object") from None
+        except (FieldError, AttributeError) as exc:
+            raise item_error(exc, j, "{key, value}") from None
     return out
 
 
@@ -302,13 +300,7 @@ def _array(arr: Any) -> list[Any]:
     values = as_dict(arr or {}, "value.arrayValue").get("values") or []
     if type(values) is not list:
         raise FieldError("value.arrayValue.values", "not a list")
-    out = []
-    for k, item in enumerate(values):
-        try:
-            out.append(any_value(item))
-        except FieldError as exc:
-            raise exc.under(f"value.arrayValue.values[{k}]") from None
-    return out
+    return _read_all(values, "value.arrayValue.values", any_value)
 
 
 def _bytes(value: Any) -> bytes:
@@ -319,40 +311,45 @@ def _bytes(value: Any) -> bytes:
 
 
 def _events(span: dict[str, Any]) -> list[dict[str, Any]] | None:
-    events = as_list(span, "events")
-    if not events:
-        return None
-    out = []
-    for e, ev in enumerate(events):
-        try:
-            out.append(
-                {
-                    "time_ns": as_int(ev.get("timeUnixNano"), "timeUnixNano"),
-                    "name": as_str(ev.get("name", ""), "name"),
-                    "attributes": _sub_attributes(ev),
-                }
-            )
-        except FieldError as exc:
-            raise exc.under(f"events[{e}]") from None
-    return out
+    return _each(span, "events", _event)
 
 
 def _links(span: dict[str, Any]) -> list[dict[str, Any]] | None:
-    links = as_list(span, "links")
-    if not links:
-        return None
+    return _each(span, "links", _link)
+
+
+def _event(ev: Any) -> dict[str, Any]:
+    return {
+        "time_ns": as_int(ev.get("timeUnixNano"), "timeUnixNano"),
+        "name": as_str(ev.get("name", ""), "name"),
+        "attributes": _sub_attributes(ev),
+    }
+
+
+def _link(link: Any) -> dict[str, Any]:
+    return {
+        "trace_id": trace_id(link.get("traceId"), "traceId"),
+        "span_id": span_id(link.get("spanId"), "spanId"),
+        "attributes": _sub_attributes(link),
+    }
+
+
+def _each(
+    span: dict[str, Any], field: str, read: Callable[[Any], dict[str, Any]]
+) -> list[dict[str, Any]] | None:
+    """``read`` of each object of the list ``span[field]``; None when there are none."""
+    items = as_list(span, field)
+    return _read_all(items, field, read) if items else None
+
+
+def _read_all(items: list[Any], path: str, read: Callable[[Any], Any]) -> list[Any]:
+    """``read`` of each item, an error in one under ``path[i]``."""
     out = []
-    for k, link in enumerate(links):
+    for i, item in enumerate(items):
         try:
-            out.append(
-                {
-                    "trace_id": trace_id(link.get("traceId"), "traceId"),
-                    "span_id": span_id(link.get("spanId"), "spanId"),
-                    "attributes": _sub_attributes(link),
-                }
-            )
+            out.append(read(item))
         except FieldError as exc:
-            raise exc.under(f"links[{k}]") from None
+            raise exc.under(f"{path}[{i}]") from None
     return out
 
 

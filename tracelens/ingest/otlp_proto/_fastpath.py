@@ -24,6 +24,12 @@ from opentelemetry.proto.common.v1.common_pb2 import KeyValue
 from tracelens_instrumentation import _native as native_switch
 
 from tracelens.ingest._common import repeated_limit
+from tracelens.ingest._native_columns import (
+    PROMOTED_KEYS,
+    STR_LIST,
+    convert_promoted,
+    int64_columns,
+)
 from tracelens.ingest.otlp_proto._anyvalue import any_value, json_text
 from tracelens.ingest.otlp_proto._parts import (
     BAD_LINK,
@@ -39,28 +45,11 @@ from tracelens.ingest.otlp_proto._parts import (
     scope_from_bytes,
     status_from_bytes,
 )
-from tracelens.schema import (
-    COLUMNS,
-    PROMOTED_ATTRIBUTES,
-    PROMOTED_CONVERT,
-    SPAN_KINDS,
-    SPAN_SCHEMA,
-    STATUS_CODES,
-    empty_spans,
-    json_value,
-)
+from tracelens.schema import COLUMNS, SPAN_KINDS, SPAN_SCHEMA, STATUS_CODES, empty_spans, json_value
 
 _native: Any = native_switch.load("tracelens.ingest.otlp_proto._native")
 AVAILABLE: Final = _native is not None
 """Whether the compiled decoder is built and not switched off."""
-
-# The promoted columns in the order the C code knows them (see the P_* roles in _native.c).
-_PROMOTED_COLUMNS: Final = ("kind", "cpu_ns", "args_hash", "result_hash", "arg_fps", "result_fps")
-_PROMOTED_KEYS: Final = tuple(
-    next(key for key, column in PROMOTED_ATTRIBUTES.items() if column == name)
-    for name in _PROMOTED_COLUMNS
-)
-_STR_LIST: Final = pa.list_(pa.string())
 
 
 def decode(data: bytes) -> Decoded | None:
@@ -70,7 +59,7 @@ def decode(data: bytes) -> Decoded | None:
     if _native is None:
         return None
     out = _native.decode(
-        data, _PROMOTED_KEYS, SPAN_KINDS, STATUS_CODES, _slow_attribute, _slow_status
+        data, PROMOTED_KEYS, SPAN_KINDS, STATUS_CODES, _slow_attribute, _slow_status
     )
     if out is None:
         return None
@@ -108,7 +97,7 @@ def _decoded(
         arrays[column] = per_group(values, counts)
     arrays["events"], arrays["links"] = _events_links(n, extras, flags)
     if promoted:
-        _convert_promoted(arrays, promoted)
+        convert_promoted(arrays, promoted)
     table = pa.table([arrays[name] for name in COLUMNS], schema=SPAN_SCHEMA)
     return Decoded(table, problems(flags, groups), checks)
 
@@ -139,7 +128,8 @@ def _strings(n: int, parts: tuple[bytes, bytes, bytes | None]) -> pa.Array:
 
 def _columns(n: int, cols: dict[str, Any]) -> dict[str, pa.Array]:
     """Every column the C code built, as Arrow arrays over its buffers."""
-    arrays = {
+    arrays = int64_columns(n, cols, pa.py_buffer(cols["cpu_ns.valid"]))
+    arrays |= {
         name: _strings(n, cols[name])
         for name in (
             "trace_id",
@@ -154,11 +144,6 @@ def _columns(n: int, cols: dict[str, Any]) -> dict[str, pa.Array]:
             "result_hash",
         )
     }
-    for name in ("start_ns", "end_ns"):
-        arrays[name] = pa.Array.from_buffers(pa.int64(), n, [None, pa.py_buffer(cols[name])])
-    arrays["cpu_ns"] = pa.Array.from_buffers(
-        pa.int64(), n, [pa.py_buffer(cols["cpu_ns.valid"]), pa.py_buffer(cols["cpu_ns"])]
-    )
     m = len(cols["keys"][0]) // 4 - 1
     map_offsets = pa.Array.from_buffers(
         pa.int32(), n + 1, [None, pa.py_buffer(cols["map_offsets"])]
@@ -168,12 +153,11 @@ def _columns(n: int, cols: dict[str, Any]) -> dict[str, pa.Array]:
     )
     j = len(cols["json_keys"][0]) // 4 - 1
     arrays["json_attributes"] = pa.Array.from_buffers(
-        _STR_LIST,
+        STR_LIST,
         n,
         [pa.py_buffer(cols["json_valid"]), pa.py_buffer(cols["json_offsets"])],
         children=[_strings(j, cols["json_keys"])],
     )
-    arrays["arg_fps"] = arrays["result_fps"] = pa.nulls(n, _STR_LIST)
     return arrays
 
 
@@ -196,17 +180,3 @@ def _events_links(
                 flags[row] |= BAD_LINK
             links[row] = json_value(decoded)
     return pa.array(events, pa.string()), pa.array(links, pa.string())
-
-
-def _convert_promoted(arrays: dict[str, pa.Array], promoted: list[tuple[int, int, Any]]) -> None:
-    """Promoted values the C code could not place directly: converted as ``SpanColumns`` converts
-    them (a plain string or int converts to what the C code wrote, so mixing is exact)."""
-    by_column: dict[str, list[tuple[int, Any]]] = {}
-    for role, row, typed in promoted:
-        by_column.setdefault(_PROMOTED_COLUMNS[role], []).append((row, typed))
-    for column, items in by_column.items():
-        values = arrays[column].to_pylist()
-        convert = PROMOTED_CONVERT[column]
-        for row, typed in items:
-            values[row] = convert(typed)
-        arrays[column] = pa.array(values, SPAN_SCHEMA.field(column).type)

@@ -21,29 +21,12 @@
  * is no recursion; every read is checked against the end of the enclosing message.
  */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-/* Every step answers OK, BAIL (leave the request to Python) or FAIL (Python exception set). */
-#define OK 0
-#define BAIL 1
-#define FAIL (-1)
+#include "_native_common.h"
 
 #define WT_VARINT 0
 #define WT_I64 1
 #define WT_LEN 2
 #define WT_I32 5
-
-#define N_PROMOTED 6
-#define N_KINDS 6 /* SPAN_KINDS */
-#define N_CODES 3 /* STATUS_CODES */
-/* Roles of the promoted attributes, in the order Python passes their keys. */
-enum { P_KIND, P_CPU_NS, P_ARGS_HASH, P_RESULT_HASH, P_ARG_FPS, P_RESULT_FPS };
 
 /* Problem bits: _parts.py's NO_TRACE_ID .. BAD_STATUS. */
 enum {
@@ -52,54 +35,12 @@ enum {
 /* check_spans bits, in its order. */
 enum { CB_TRACE_ID = 1, CB_SPAN_ID = 2, CB_PARENT = 4, CB_ZERO_TIME = 8, CB_ORDER = 16 };
 
-enum { C_STRING, C_INT, C_BOOL, C_DOUBLE, C_SLOW };
-
-#define SORT_ABOVE 16 /* spans with more attributes than this dedupe by sorting */
-
 typedef struct {
     const uint8_t *p;
     size_t n;
 } Slice;
 
-/* ---- growable buffers ----------------------------------------------------------------------- */
-
-typedef struct {
-    char *p;
-    size_t len, cap;
-} Buf;
-
-static int buf_grow(Buf *b, size_t extra)
-{
-    if (b->cap - b->len >= extra)
-        return OK;
-    size_t cap = b->cap ? b->cap : 256;
-    while (cap - b->len < extra) {
-        if (cap > ((size_t)PY_SSIZE_T_MAX) / 2) {
-            PyErr_NoMemory();
-            return FAIL;
-        }
-        cap *= 2;
-    }
-    char *p = PyMem_Realloc(b->p, cap);
-    if (p == NULL) {
-        PyErr_NoMemory();
-        return FAIL;
-    }
-    b->p = p;
-    b->cap = cap;
-    return OK;
-}
-
-static int buf_put(Buf *b, const void *src, size_t n)
-{
-    if (n == 0)
-        return OK;
-    if (buf_grow(b, n))
-        return FAIL;
-    memcpy(b->p + b->len, src, n);
-    b->len += n;
-    return OK;
-}
+/* ---- growable buffers (more in _native_common.h) -------------------------------------------- */
 
 static int buf_zeros(Buf *b, size_t n)
 {
@@ -110,18 +51,6 @@ static int buf_zeros(Buf *b, size_t n)
     memset(b->p + b->len, 0, n);
     b->len += n;
     return OK;
-}
-
-static void buf_free(Buf *b)
-{
-    PyMem_Free(b->p);
-    b->p = NULL;
-    b->len = b->cap = 0;
-}
-
-static PyObject *buf_bytes(const Buf *b)
-{
-    return PyBytes_FromStringAndSize(b->len ? b->p : "", (Py_ssize_t)b->len);
 }
 
 /* An Arrow string column being built: int32 offsets, data, and (when nullable) a validity bitmap
@@ -331,32 +260,12 @@ static int utf8_ok(const uint8_t *s, size_t n)
             i++;
             continue;
         }
-        size_t need;
-        uint8_t lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF)
-            need = 1;
-        else if (c == 0xE0) {
-            need = 2;
-            lo = 0xA0;
-        }
-        else if (c == 0xED) {
-            need = 2;
-            hi = 0x9F;
-        }
-        else if (c >= 0xE1 && c <= 0xEF)
-            need = 2;
-        else if (c == 0xF0) {
-            need = 3;
-            lo = 0x90;
-        }
-        else if (c == 0xF4) {
-            need = 3;
-            hi = 0x8F;
-        }
-        else if (c >= 0xF1 && c <= 0xF3)
-            need = 3;
-        else
-            return 0;
+        if (c < 0xC2 || c > 0xF4)
+            return 0; /* a continuation byte, an overlong 2-byte lead or past U+10FFFF */
+        /* continuation bytes, and the range of the first (no overlong forms or surrogates) */
+        size_t need = c >= 0xF0 ? 3 : c >= 0xE0 ? 2 : 1;
+        uint8_t lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+        uint8_t hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
         if (n - i - 1 < need || s[i + 1] < lo || s[i + 1] > hi)
             return 0;
         for (size_t k = 2; k <= need; k++)
@@ -379,26 +288,6 @@ typedef struct {
     Slice scope;
 } Group;
 
-typedef struct {
-    const char *key;
-    size_t klen;
-    const char *val; /* C_STRING: in the payload; C_SLOW: UTF-8 of a str kept alive in `keep` */
-    size_t vlen;
-    uint8_t cls, is_json, dropped, known; /* known: same key as the previous span's here */
-    int8_t promoted;
-    int64_t ival;
-    double dval;
-    PyObject *typed; /* C_SLOW: the typed value (borrowed from `keep`) */
-    char num[32];    /* text of C_INT / C_BOOL / C_DOUBLE */
-    size_t nlen;
-} Attr;
-
-typedef struct {
-    const char *k;
-    size_t n;
-    size_t idx;
-} SortKey;
-
 /* A key of the previous span.  Spans of one request mostly carry the same keys in the same order,
  * so a key equal to the one at the same place there needs no UTF-8 check or promoted lookup, and
  * a key list equal to a duplicate-free one needs no dedupe. */
@@ -412,7 +301,7 @@ typedef struct {
     const uint8_t *data;
     size_t size;
     PyObject *slow_kv, *slow_status;
-    Slice pkeys[N_PROMOTED], kinds[N_KINDS], codes[N_CODES]; /* UTF-8 of the str passed in */
+    Text pkeys[N_PROMOTED], kinds[N_KINDS], codes[N_CODES]; /* UTF-8 of the str passed in */
     PyObject *keep, *resources, *groups, *extras, *promoted;
     Buf spans, grps;               /* SpanRef, Group */
     Buf kvs, events, links, attrs; /* per span: Slice, Slice, Slice, Attr */
@@ -464,6 +353,32 @@ static int count_empty(Ctx *c)
     return FAIL;
 }
 
+/* The next field of a ResourceSpans or ScopeSpans entry (one layout: 1 the resource or scope,
+ * 2 a repeated message, 3 schema_url): *f is 1 or 2 with *v its contents, or 0 for a field checked
+ * and skipped.  A second field 1 is BAIL (a message field twice merges: left to the library). */
+static int entry_field(const uint8_t **p, const uint8_t *end, uint32_t *f, Slice *v, int *seen)
+{
+    int wt;
+    if (!get_tag(p, end, f, &wt))
+        return BAIL;
+    if (*f == 3 && wt == WT_LEN) { /* schema_url: a string, so UTF-8 */
+        if (!get_len(p, end, v) || !utf8_ok(v->p, v->n))
+            return BAIL;
+        *f = 0;
+    }
+    else if (*f == 1 || *f == 2) {
+        if (wt != WT_LEN || !get_len(p, end, v))
+            return BAIL;
+        if (*f == 1 && (*seen)++)
+            return BAIL;
+    }
+    else if (!skip_field(p, end, wt))
+        return BAIL;
+    else
+        *f = 0;
+    return OK;
+}
+
 static int walk_scope_spans(Ctx *c, Slice m, size_t r, size_t s)
 {
     const uint8_t *p = m.p, *end = m.p + m.n;
@@ -472,31 +387,17 @@ static int walk_scope_spans(Ctx *c, Slice m, size_t r, size_t s)
     int seen_scope = 0;
     while (p < end) {
         uint32_t f;
-        int wt;
         Slice v;
-        if (!get_tag(&p, end, &f, &wt))
+        if (entry_field(&p, end, &f, &v, &seen_scope))
             return BAIL;
-        if (f == 3 && wt == WT_LEN) { /* schema_url: a string, so UTF-8 */
-            if (!get_len(&p, end, &v) || !utf8_ok(v.p, v.n))
-                return BAIL;
+        if (f == 1)
+            g.scope = v;
+        else if (f == 2) {
+            SpanRef ref = {v, gi};
+            if (buf_put(&c->spans, &ref, sizeof ref))
+                return FAIL;
+            g.count++;
         }
-        else if (f == 1 || f == 2) {
-            if (wt != WT_LEN || !get_len(&p, end, &v))
-                return BAIL;
-            if (f == 1) {
-                if (seen_scope++)
-                    return BAIL; /* a message field twice merges: left to the library */
-                g.scope = v;
-            }
-            else {
-                SpanRef ref = {v, gi};
-                if (buf_put(&c->spans, &ref, sizeof ref))
-                    return FAIL;
-                g.count++;
-            }
-        }
-        else if (!skip_field(&p, end, wt))
-            return BAIL;
     }
     if (g.count == 0 && count_empty(c))
         return FAIL;
@@ -511,27 +412,13 @@ static int walk_resource_spans(Ctx *c, Slice m, size_t r)
     int rc, seen_resource = 0;
     while (p < end) {
         uint32_t f;
-        int wt;
         Slice v;
-        if (!get_tag(&p, end, &f, &wt))
+        if (entry_field(&p, end, &f, &v, &seen_resource))
             return BAIL;
-        if (f == 3 && wt == WT_LEN) { /* schema_url */
-            if (!get_len(&p, end, &v) || !utf8_ok(v.p, v.n))
-                return BAIL;
-        }
-        else if (f == 1 || f == 2) {
-            if (wt != WT_LEN || !get_len(&p, end, &v))
-                return BAIL;
-            if (f == 1) {
-                if (seen_resource++)
-                    return BAIL; /* merged by the library */
-                resource = v;
-            }
-            else if ((rc = walk_scope_spans(c, v, r, s++)))
-                return rc;
-        }
-        else if (!skip_field(&p, end, wt))
-            return BAIL;
+        if (f == 1)
+            resource = v;
+        else if (f == 2 && (rc = walk_scope_spans(c, v, r, s++)))
+            return rc;
     }
     if (c->spans.len == spans_before && count_empty(c))
         return FAIL;
@@ -568,58 +455,6 @@ static int walk_request(Ctx *c)
 
 /* ---- attributes ----------------------------------------------------------------------------- */
 
-static size_t fmt_i64(char *out, int64_t v)
-{
-    char tmp[24];
-    size_t n = 0, k = 0;
-    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    do {
-        tmp[n++] = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        out[k++] = '-';
-    while (n)
-        out[k++] = tmp[--n];
-    return k;
-}
-
-/* json_scalar(float): repr() when finite, json.dumps's names otherwise. */
-static int fmt_double(Attr *a, double d)
-{
-    const char *fixed = NULL;
-    if (isnan(d))
-        fixed = "NaN";
-    else if (isinf(d))
-        fixed = d > 0 ? "Infinity" : "-Infinity";
-    if (fixed) {
-        a->nlen = strlen(fixed);
-        memcpy(a->num, fixed, a->nlen);
-        return OK;
-    }
-    char *s = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
-    if (s == NULL)
-        return FAIL;
-    size_t n = strlen(s);
-    if (n >= sizeof a->num) {
-        PyMem_Free(s);
-        return BAIL;
-    }
-    memcpy(a->num, s, n);
-    a->nlen = n;
-    PyMem_Free(s);
-    return OK;
-}
-
-static int8_t promoted_role(const Ctx *c, const char *key, size_t klen)
-{
-    for (int p = 0; p < N_PROMOTED; p++)
-        if (klen == c->pkeys[p].n && klen && (uint8_t)key[0] == c->pkeys[p].p[0] &&
-            !memcmp(key, c->pkeys[p].p, klen))
-            return (int8_t)p;
-    return -1;
-}
-
 /* Whether `key` is the previous span's key at this place (then its role is known too). */
 static inline int known_key(Attr *a, const PrevKey *hint)
 {
@@ -631,19 +466,22 @@ static inline int known_key(Attr *a, const PrevKey *hint)
     return 1;
 }
 
+/* A callback on a copy of `s`: its result, borrowed (`keep` holds it); NULL on error. */
+static PyObject *call_on_bytes(Ctx *c, PyObject *fn, Slice s)
+{
+    PyObject *raw = PyBytes_FromStringAndSize((const char *)s.p, (Py_ssize_t)s.n);
+    if (raw == NULL)
+        return NULL;
+    PyObject *res = keep_call(fn, raw, c->keep);
+    Py_DECREF(raw);
+    return res;
+}
+
 /* An attribute of any other shape: decoded by the generated KeyValue class (a callback). */
 static int slow_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
 {
-    PyObject *raw = PyBytes_FromStringAndSize((const char *)kv.p, (Py_ssize_t)kv.n);
-    if (raw == NULL)
-        return FAIL;
-    PyObject *res = PyObject_CallOneArg(c->slow_kv, raw);
-    Py_DECREF(raw);
+    PyObject *res = call_on_bytes(c, c->slow_kv, kv);
     if (res == NULL)
-        return FAIL;
-    int rc = PyList_Append(c->keep, res);
-    Py_DECREF(res); /* `keep` holds it */
-    if (rc < 0)
         return FAIL;
     if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 4 ||
         !PyUnicode_Check(PyTuple_GET_ITEM(res, 0)) || !PyUnicode_Check(PyTuple_GET_ITEM(res, 1))) {
@@ -663,10 +501,10 @@ static int slow_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
     a->klen = (size_t)kn;
     a->vlen = (size_t)vn;
     a->is_json = (uint8_t)is_json;
-    a->typed = PyTuple_GET_ITEM(res, 3);
+    a->obj = PyTuple_GET_ITEM(res, 3);
     a->cls = C_SLOW;
     if (!known_key(a, hint))
-        a->promoted = promoted_role(c, a->key, a->klen);
+        a->promoted = promoted_role(c->pkeys, a->key, a->klen);
     return OK;
 }
 
@@ -678,7 +516,7 @@ static int parse_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
     uint64_t klen, vlen, inner;
     a->dropped = a->known = 0;
     a->promoted = -1;
-    a->typed = NULL;
+    a->obj = NULL;
     a->nlen = 0;
     if (kv.n < 4 || s[0] != 0x0a)
         return slow_attr(c, kv, a, hint);
@@ -711,12 +549,8 @@ static int parse_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
             a->ival = (int64_t)inner;
             a->nlen = fmt_i64(a->num, a->ival);
         }
-        else {
-            a->cls = C_BOOL;
-            a->ival = inner != 0;
-            a->nlen = inner ? 4 : 5;
-            memcpy(a->num, inner ? "true" : "false", a->nlen);
-        }
+        else
+            set_bool(a, inner != 0);
     }
     else if (tag == 0x21) {
         uint64_t bits;
@@ -738,84 +572,8 @@ static int parse_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
         return OK;
     if (!utf8_ok(key, (size_t)klen))
         return BAIL;
-    a->promoted = promoted_role(c, a->key, a->klen);
+    a->promoted = promoted_role(c->pkeys, a->key, a->klen);
     return OK;
-}
-
-static inline int same_key(const Attr *x, const Attr *y)
-{
-    return x->klen == y->klen && (x->klen == 0 || memcmp(x->key, y->key, x->klen) == 0);
-}
-
-static int cmp_sortkey(const void *l, const void *r)
-{
-    const SortKey *a = l, *b = r;
-    size_t n = a->n < b->n ? a->n : b->n;
-    int d = n ? memcmp(a->k, b->k, n) : 0;
-    if (d)
-        return d;
-    if (a->n != b->n)
-        return a->n < b->n ? -1 : 1;
-    return a->idx < b->idx ? -1 : (a->idx > b->idx ? 1 : 0);
-}
-
-/* A key repeated within a span keeps its first place and its last value (a dict, as
- * _anyvalue.key_values and the JSON importer read it).
- * Sets *dups when there was one. */
-static int dedupe(Ctx *c, Attr *at, size_t k, int *dups)
-{
-    *dups = 0;
-    if (k <= SORT_ABOVE) {
-        for (size_t j = 1; j < k; j++)
-            for (size_t i = 0; i < j; i++)
-                if (!at[i].dropped && same_key(&at[i], &at[j])) {
-                    at[i] = at[j];
-                    at[j].dropped = 1;
-                    *dups = 1;
-                    break;
-                }
-        return OK;
-    }
-    c->sortkeys.len = 0;
-    if (buf_grow(&c->sortkeys, k * sizeof(SortKey)))
-        return FAIL;
-    SortKey *sk = (SortKey *)c->sortkeys.p;
-    for (size_t i = 0; i < k; i++) {
-        sk[i].k = at[i].key;
-        sk[i].n = at[i].klen;
-        sk[i].idx = i;
-    }
-    qsort(sk, k, sizeof(SortKey), cmp_sortkey);
-    for (size_t a = 0; a < k;) {
-        size_t b = a + 1;
-        while (b < k && sk[b].n == sk[a].n && (sk[a].n == 0 || !memcmp(sk[b].k, sk[a].k, sk[a].n)))
-            b++;
-        if (b - a > 1) {
-            size_t first = sk[a].idx, last = sk[b - 1].idx;
-            *dups = 1;
-            at[first] = at[last];
-            for (size_t i = a + 1; i < b; i++)
-                at[sk[i].idx].dropped = 1;
-            at[first].dropped = 0;
-        }
-        a = b;
-    }
-    return OK;
-}
-
-static PyObject *typed_value(const Attr *a)
-{
-    switch (a->cls) {
-    case C_STRING:
-        return PyUnicode_DecodeUTF8(a->val, (Py_ssize_t)a->vlen, "strict");
-    case C_INT:
-        return PyLong_FromLongLong(a->ival);
-    case C_BOOL:
-        return PyBool_FromLong((long)a->ival);
-    case C_DOUBLE:
-        return PyFloat_FromDouble(a->dval);
-    }
-    return Py_NewRef(a->typed);
 }
 
 static inline void set_bit(Buf *b, size_t row)
@@ -828,11 +586,9 @@ static inline void set_bit(Buf *b, size_t row)
 static int promote(Ctx *c, const Attr *a, size_t row)
 {
     int p = a->promoted;
-    if ((p == P_KIND || p == P_ARGS_HASH || p == P_RESULT_HASH) &&
-        (a->cls == C_STRING || a->cls == C_INT)) {
-        const char *text = a->cls == C_STRING ? a->val : a->num;
-        size_t n = a->cls == C_STRING ? a->vlen : a->nlen;
-        if (buf_put(&c->pstr[p].data, text, n))
+    if (promoted_as_text(a)) {
+        Text t = attr_text(a);
+        if (buf_put(&c->pstr[p].data, t.p, t.n))
             return FAIL;
         set_bit(&c->pstr[p].valid, row); /* sc_end in attributes() closes the row */
         return OK;
@@ -842,15 +598,7 @@ static int promote(Ctx *c, const Attr *a, size_t row)
         set_bit(&c->cpu_valid, row);
         return OK;
     }
-    PyObject *typed = typed_value(a);
-    if (typed == NULL)
-        return FAIL;
-    PyObject *item = Py_BuildValue("(inN)", p, (Py_ssize_t)row, typed);
-    if (item == NULL)
-        return FAIL;
-    int rc = PyList_Append(c->promoted, item);
-    Py_DECREF(item);
-    return rc < 0 ? FAIL : OK;
+    return promote_later(c->promoted, a, row);
 }
 
 /* This span's keys (their order survives dedupe) become the next span's hints. */
@@ -888,7 +636,7 @@ static int attributes(Ctx *c, size_t row)
     }
     if (same)
         dups = c->prev_dups; /* the same keys in the same order */
-    if (k > 1 && (!same || dups) && (rc = dedupe(c, at, k, &dups)))
+    if (k > 1 && (!same || dups) && (rc = dedupe(&c->sortkeys, at, k, &dups)))
         return rc;
     if ((rc = remember_keys(c, at, k, dups)))
         return rc;
@@ -901,9 +649,8 @@ static int attributes(Ctx *c, size_t row)
                 return rc;
             continue;
         }
-        const char *text = a->cls == C_STRING || a->cls == C_SLOW ? a->val : a->num;
-        size_t tlen = a->cls == C_STRING || a->cls == C_SLOW ? a->vlen : a->nlen;
-        if ((rc = sc_add(&c->keys, a->key, a->klen)) || (rc = sc_add(&c->values, text, tlen)))
+        Text t = attr_text(a);
+        if ((rc = sc_add(&c->keys, a->key, a->klen)) || (rc = sc_add(&c->values, t.p, t.n)))
             return rc;
         if (a->is_json && (rc = sc_add(&c->jkeys, a->key, a->klen)))
             return rc;
@@ -949,16 +696,8 @@ static int status(Ctx *c, Slice st, int64_t *code, const char **msg, size_t *mle
         *mlen = m.n;
         return OK;
     }
-    PyObject *raw = PyBytes_FromStringAndSize((const char *)st.p, (Py_ssize_t)st.n);
-    if (raw == NULL)
-        return FAIL;
-    PyObject *res = PyObject_CallOneArg(c->slow_status, raw);
-    Py_DECREF(raw);
+    PyObject *res = call_on_bytes(c, c->slow_status, st);
     if (res == NULL)
-        return FAIL;
-    int rc = PyList_Append(c->keep, res);
-    Py_DECREF(res);
-    if (rc < 0)
         return FAIL;
     if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2 ||
         !PyLong_Check(PyTuple_GET_ITEM(res, 0))) {
@@ -1162,15 +901,6 @@ static int setup_columns(Ctx *c)
     return OK;
 }
 
-static int put_item(PyObject *dict, const char *key, PyObject *value)
-{
-    if (value == NULL)
-        return FAIL;
-    int rc = PyDict_SetItemString(dict, key, value);
-    Py_DECREF(value);
-    return rc < 0 ? FAIL : OK;
-}
-
 static PyObject *result(Ctx *c)
 {
     PyObject *cols = PyDict_New();
@@ -1239,28 +969,6 @@ static int run(Ctx *c, PyObject **out)
     return *out ? OK : FAIL;
 }
 
-/* A tuple of `count` str as UTF-8 slices (they live as long as the caller's tuple). */
-static int str_tuple(PyObject *tuple, Slice *out, Py_ssize_t count, const char *what)
-{
-    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != count) {
-        PyErr_Format(PyExc_TypeError, "%s: expected a tuple of %zd str", what, count);
-        return FAIL;
-    }
-    for (Py_ssize_t i = 0; i < count; i++) {
-        Py_ssize_t n;
-        PyObject *k = PyTuple_GET_ITEM(tuple, i);
-        const char *s = PyUnicode_Check(k) ? PyUnicode_AsUTF8AndSize(k, &n) : NULL;
-        if (s == NULL) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_TypeError, "%s: expected str", what);
-            return FAIL;
-        }
-        out[i].p = (const uint8_t *)s;
-        out[i].n = (size_t)n;
-    }
-    return OK;
-}
-
 PyDoc_STRVAR(decode_doc,
 "decode(data, promoted_keys, span_kinds, status_codes, slow_attribute, slow_status)\n--\n\n"
 "Columns of an encoded ExportTraceServiceRequest, or None when the Python decoder must decide.");
@@ -1288,9 +996,9 @@ static PyObject *decode(PyObject *module, PyObject *const *args, Py_ssize_t narg
     c.size = (size_t)PyBytes_GET_SIZE(args[0]);
     c.slow_kv = args[4];
     c.slow_status = args[5];
-    if (str_tuple(args[1], c.pkeys, N_PROMOTED, "promoted_keys") == OK &&
-        str_tuple(args[2], c.kinds, N_KINDS, "span_kinds") == OK &&
-        str_tuple(args[3], c.codes, N_CODES, "status_codes") == OK && (c.keep = PyList_New(0)) &&
+    if (text_tuple(args[1], c.pkeys, N_PROMOTED, "promoted_keys") == OK &&
+        text_tuple(args[2], c.kinds, N_KINDS, "span_kinds") == OK &&
+        text_tuple(args[3], c.codes, N_CODES, "status_codes") == OK && (c.keep = PyList_New(0)) &&
         (c.resources = PyList_New(0)) && (c.groups = PyList_New(0)) &&
         (c.extras = PyList_New(0)) && (c.promoted = PyList_New(0))) {
         rc = c.size >= (size_t)INT32_MAX ? BAIL : run(&c, &out);
