@@ -170,7 +170,10 @@ def analyze(
         from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS, WhatIf
         from tracelens.analysis.whatif import findings as what_if_findings
 
-        whats = [WhatIf.parse(w) for w in what_if]
+        try:
+            whats = [WhatIf.parse(w) for w in what_if]
+        except ValueError as exc:
+            raise OptionError(f"--what-if: {exc}") from None
         threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
         result.findings.extend(
             what_if_findings(result.traces, whats, threshold_ms=threshold, fits=result.models)

@@ -6,12 +6,15 @@ import sys
 
 import click
 
+from tracelens.cli._errors import EXIT_INPUT_ERROR, input_errors
 from tracelens.cli._options import (
     check_engine_options,
     db_option,
     engine_options,
     findings_option,
     input_format_option,
+    out_option,
+    write_out,
 )
 
 
@@ -27,12 +30,7 @@ from tracelens.cli._options import (
     show_default=True,
     help="text: tables for a terminal; json: the document of docs/analysis-json.md.",
 )
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Write the result here instead of standard output.",
-)
+@out_option
 @click.option(
     "--top",
     type=click.IntRange(min=1),
@@ -88,46 +86,34 @@ def analyze(
     """
     check_engine_options(files, parquet, engine, spark_table)
     from tracelens.api import analyze as run
-    from tracelens.errors import TracelensError
     from tracelens.progress import Progress
 
-    try:
-        with Progress() as bar:  # on stderr, only when it is a terminal
-            result = run(
-                files,
-                db=None if parquet or spark_table else db,
-                input_format=input_format,
-                top=top,
-                keep_going=keep_going,
-                findings=findings,
-                bar=bar,
-                what_if=what_if,
-                what_if_threshold_ms=what_if_threshold_ms,
-                parquet=parquet,
-                engine=engine,
-                master=master,
-                spark_table=spark_table,
-                flamegraph_out=flamegraph_out,
-            )
-    except TracelensError as exc:  # before ValueError: an OptionError is both
-        click.echo(f"error: {exc}", err=True)
-        sys.exit(2)
-    except ValueError as exc:  # a bad --what-if
-        click.echo(f"error: --what-if: {exc}", err=True)
-        sys.exit(2)
+    # Any library error is bad input here (exit 2), a bad --what-if included.
+    with input_errors(usage=False), Progress() as bar:  # the bar: on stderr, only on a terminal
+        result = run(
+            files,
+            db=None if parquet or spark_table else db,
+            input_format=input_format,
+            top=top,
+            keep_going=keep_going,
+            findings=findings,
+            bar=bar,
+            what_if=what_if,
+            what_if_threshold_ms=what_if_threshold_ms,
+            parquet=parquet,
+            engine=engine,
+            master=master,
+            spark_table=spark_table,
+            flamegraph_out=flamegraph_out,
+        )
     if flamegraph_out and not result.cpu_hotspots.spans:
         click.echo(
             f"note: --flamegraph-out {flamegraph_out} is empty: no span carries "
             "tracelens.cpu_stacks",
             err=True,
         )
-    text = result.to_json() if format_ == "json" else result.to_text(top)
-    if out:
-        with open(out, "w", encoding="utf-8") as fh:
-            fh.write(text if text.endswith("\n") else text + "\n")
-    else:
-        click.echo(text, nl=not text.endswith("\n"))
+    write_out(result.to_json() if format_ == "json" else result.to_text(top), out)
     for err in result.errors:
         click.echo(f"error: {err}", err=True)
     if result.errors:
-        sys.exit(2)
+        sys.exit(EXIT_INPUT_ERROR)
