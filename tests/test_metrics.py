@@ -266,8 +266,8 @@ def test_collectors_in_one_process_have_their_own_registries(tmp_path: Path) -> 
     """Two collectors (as in tests) register the same names without clashing, and count apart."""
     with DuckDBStore(tmp_path / "a.duckdb") as a, DuckDBStore(tmp_path / "b.duckdb") as b:
         stats_a, stats_b = Stats(), Stats()
-        first = CollectorMetrics(CollectorConfig(db="a"), stats_a, a)
-        second = CollectorMetrics(CollectorConfig(db="b"), stats_b, b)
+        first = CollectorMetrics(CollectorConfig(db="a", metrics_quiet_s=30), stats_a, a)
+        second = CollectorMetrics(CollectorConfig(db="b", metrics_quiet_s=30), stats_b, b)
         stats_a.add(spans_received=7)
         stats_a.merge(0.02, 7, 0)
         got_a, got_b = _scrape(first.registry), _scrape(second.registry)

@@ -477,7 +477,7 @@ def _collector_config(
     grpc_max_mb: float | None,
     queue_mb: float | None,
     announce: Announce,
-    metrics_quiet_s: float = 30.0,
+    metrics_quiet_s: float = 0.0,
     metrics_max_operations: int = 200,
 ) -> CollectorConfig:
     """The collector's configuration from ``collect``'s parameters; ``OptionError`` names the
@@ -517,7 +517,7 @@ def collect(
     max_body_mb: int | None = None,
     grpc_max_mb: float | None = None,
     queue_mb: float | None = None,
-    metrics_quiet_s: float = 30.0,
+    metrics_quiet_s: float = 0.0,
     metrics_max_operations: int = 200,
     announce: Announce = _announce,
 ) -> None:

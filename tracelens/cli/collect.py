@@ -73,10 +73,11 @@ from tracelens.cli._options import db_option
 @click.option(
     "--metrics-quiet-s",
     type=click.FloatRange(0, 86400),
-    default=30.0,
+    default=0.0,
     show_default=True,
-    help="GET /metrics counts a trace once it is complete: its root arrived and no span came "
-    "for it for this many seconds.  0 turns the span metrics off (ingest metrics stay).",
+    help="Span metrics in GET /metrics (off by default): count a trace once it is complete, "
+    "its root arrived and no span came for it for this many seconds (e.g. 30).  0: ingest "
+    "metrics only.",
 )
 @click.option(
     "--metrics-max-operations",

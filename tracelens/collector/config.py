@@ -13,7 +13,10 @@ MIN_MEMORY_MB: Final = 512
 DEFAULT_MAX_BODY: Final = 64 * MiB
 DEFAULT_GRPC_MESSAGE: Final = 4 * MiB  # grpc's own default, and the Go collector's
 LARGE_BODY: Final = 1 * MiB  # decoded bodies above this take turns (see ``ingest``)
-DEFAULT_METRICS_QUIET_S: Final = 30.0  # see ``completion``
+# Span metrics are opt-in (``--metrics-quiet-s 30``): at high ingest rates their periodic
+# analysis cost half the collector's stored spans per CPU-second and took peak RSS past
+# --memory-mb (README, Metrics: Cost).  0: off, ingest metrics only.
+DEFAULT_METRICS_QUIET_S: Final = 0.0
 DEFAULT_METRICS_MAX_OPERATIONS: Final = 200  # see ``span_metrics.OperationCap``
 
 
