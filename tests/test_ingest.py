@@ -609,3 +609,45 @@ def test_keep_going_collects_errors(tmp_path: Path) -> None:
 def test_deep_nesting_is_an_input_error() -> None:
     deep = b'{"resourceSpans": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
     assert isinstance(_error(deep), InputError)
+
+
+def _nested_value(levels: int) -> dict[str, Any]:
+    """An AnyValue ``levels`` arrays deep around a string (built without recursion)."""
+    value: dict[str, Any] = {"stringValue": "core"}
+    for _ in range(levels):
+        value = {"arrayValue": {"values": [value]}}
+    return value
+
+
+def _doc_with_attribute(value: dict[str, Any]) -> bytes:
+    span = {
+        "traceId": "0" * 31 + "1",
+        "spanId": "0" * 15 + "1",
+        "name": "s",
+        "startTimeUnixNano": "1",
+        "endTimeUnixNano": "2",
+        "attributes": [{"key": "deep", "value": value}],
+    }
+    return json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [span]}]}]}).encode()
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_values_nested_past_the_limit_are_a_field_error(
+    native: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """64 levels of arrays read as 64 nested lists; 65 are refused with the path of the
+    attribute, not a RecursionError (the readers recurse once per level: the limit bounds it).
+    Both decoders: the compiled builder hands such values to the Python reader."""
+    from tracelens.ingest import _json_fast
+    from tracelens.ingest.otlp_json import MAX_VALUE_DEPTH
+
+    monkeypatch.setattr(_json_fast, "USE_NATIVE", native and _json_fast.AVAILABLE)
+    table = read_bytes(_doc_with_attribute(_nested_value(MAX_VALUE_DEPTH)), "ok.json")
+    got = attribute_dict(table["attributes"][0].as_py(), table["json_attributes"][0].as_py())
+    value: Any = got["deep"]
+    for _ in range(MAX_VALUE_DEPTH):
+        assert isinstance(value, list) and len(value) == 1
+        value = value[0]
+    assert value == "core"
+    err = _error(_doc_with_attribute(_nested_value(MAX_VALUE_DEPTH + 1)))
+    assert "nested more than 64 deep" in str(err) and "attributes[0]" in str(err), str(err)

@@ -249,8 +249,15 @@ def status_code(value: Any, field: str) -> str:
     raise FieldError(field, f"not a status code: {value!r:.60}")
 
 
-def attributes(items: Any) -> dict[str, Any]:
-    """A list of ``{key, value: AnyValue}`` as a dict of typed Python values (last key wins)."""
+# AnyValues nest (arrays and kvlists of AnyValues); the readers below recurse one call level
+# per nesting level, so nesting is refused past this depth: recursion stays bounded by a small
+# stated constant whatever the input (the protobuf decoder is bounded by upb's limit of 100).
+MAX_VALUE_DEPTH: Final = 64
+
+
+def attributes(items: Any, depth: int = 0) -> dict[str, Any]:
+    """A list of ``{key, value: AnyValue}`` as a dict of typed Python values (last key wins);
+    ``depth``: how deep inside other AnyValues the list is."""
     out: dict[str, Any] = {}
     for j, kv in enumerate(list_field(items)):
         try:
@@ -260,14 +267,15 @@ def attributes(items: Any) -> dict[str, Any]:
                 if type(string) is str:
                     out[key] = string
                     continue
-            out[as_str(key, "key")] = any_value(value)
+            out[as_str(key, "key")] = any_value(value, depth)
         except (FieldError, AttributeError) as exc:
             raise item_error(exc, j, "{key, value}") from None
     return out
 
 
-def any_value(v: Any) -> Any:
-    """One OTLP ``AnyValue`` as a Python value (an empty AnyValue is None)."""
+def any_value(v: Any, depth: int = 0) -> Any:
+    """One OTLP ``AnyValue`` as a Python value (an empty AnyValue is None); ``depth``: how many
+    AnyValues it is inside (at most ``MAX_VALUE_DEPTH``)."""
     if type(v) is not dict:
         if v is None:
             return None
@@ -282,11 +290,13 @@ def any_value(v: Any) -> Any:
         if type(v["boolValue"]) is not bool:
             raise FieldError("value.boolValue", f"not a boolean: {v['boolValue']!r:.60}")
         return v["boolValue"]
+    if ("arrayValue" in v or "kvlistValue" in v) and depth >= MAX_VALUE_DEPTH:
+        raise FieldError("value", f"values nested more than {MAX_VALUE_DEPTH} deep")
     if "arrayValue" in v:
-        return _array(v["arrayValue"])
+        return _array(v["arrayValue"], depth + 1)
     if "kvlistValue" in v:
         try:
-            return attributes(as_dict(v["kvlistValue"] or {}, "").get("values"))
+            return attributes(as_dict(v["kvlistValue"] or {}, "").get("values"), depth + 1)
         except FieldError as exc:
             raise exc.under("value.kvlistValue.values") from None
     if "bytesValue" in v:
@@ -296,11 +306,11 @@ def any_value(v: Any) -> Any:
     raise FieldError("value", f"unknown AnyValue type: {', '.join(map(str, v))}")
 
 
-def _array(arr: Any) -> list[Any]:
+def _array(arr: Any, depth: int) -> list[Any]:
     values = as_dict(arr or {}, "value.arrayValue").get("values") or []
     if type(values) is not list:
         raise FieldError("value.arrayValue.values", "not a list")
-    return _read_all(values, "value.arrayValue.values", any_value)
+    return _read_all(values, "value.arrayValue.values", lambda item: any_value(item, depth))
 
 
 def _bytes(value: Any) -> bytes:
@@ -358,7 +368,7 @@ def _slow_value(value: Any) -> tuple[str, bool, Any] | None:
     it: the map's text, whether that text is JSON, and the typed value; None on a bad value."""
     try:
         typed = any_value(value)
-    except (FieldError, RecursionError):
+    except FieldError:
         return None
     if type(typed) is str:
         return typed, False, typed
