@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -158,3 +160,26 @@ def test_analyze_parquet_equals_analyze_of_the_store(tmp_path: Path) -> None:
     assert doc == json.loads(from_db.output)
     refused = runner.invoke(main, ["analyze", str(files[0]), "--parquet", str(out)])
     assert refused.exit_code == 2 and "give no FILES" in refused.output
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"files": ["a.json"], "parquet": "dir"}, "give no FILES"),
+        ({"spark_table": "spans"}, "--spark-table needs --engine spark"),
+        ({"engine": "spark"}, "needs --parquet PATH or --spark-table NAME"),
+        ({"engine": "spark", "parquet": "d", "spark_table": "t"}, "not both"),
+        ({"engine": "spark", "files": ["a.json"]}, "export or import the files first"),
+    ],
+)
+def test_the_library_refuses_sources_that_do_not_go_together(
+    kwargs: dict[str, Any], message: str
+) -> None:
+    """One rule for the library and both commands (analyze, report): refused before anything
+    is read or a Spark session starts."""
+    from tracelens import api
+    from tracelens.errors import OptionError
+
+    files = kwargs.pop("files", ())
+    with pytest.raises(OptionError, match=re.escape(message)):
+        api.analyze(files, **kwargs)

@@ -104,6 +104,30 @@ def load_spans(
     return loaded
 
 
+def _check_sources(
+    files: Sequence[str | os.PathLike[str]],
+    parquet: str | os.PathLike[str] | None,
+    engine: str,
+    spark_table: str | None,
+) -> None:
+    """The sources that go together, for ``analyze`` and ``report`` alike (their commands
+    rely on it: the rule lives here only)."""
+    if parquet and files:
+        raise OptionError("--parquet reads a span set: give no FILES")
+    if engine == "spark":
+        if files:
+            raise OptionError(
+                "--engine spark reads --parquet or --spark-table; export or import the files "
+                "first (`tracelens import FILES --db F`, `tracelens export --db F --parquet DIR`)"
+            )
+        if not parquet and not spark_table:
+            raise OptionError("--engine spark needs --parquet PATH or --spark-table NAME")
+        if parquet and spark_table:
+            raise OptionError("give --parquet or --spark-table, not both")
+    elif spark_table:
+        raise OptionError("--spark-table needs --engine spark")
+
+
 def analyze(
     files: Sequence[str | os.PathLike[str]] = (),
     *,
@@ -139,14 +163,13 @@ def analyze(
     from tracelens.analysis import ANALYSIS_COLUMNS, analyze_spans
 
     bar = bar or Progress(enabled=False)
+    _check_sources(files, parquet, engine, spark_table)
     if engine != "embedded":
         from tracelens.engines import get_engine
         from tracelens.engines.spark import SparkTable
 
-        if files or db or start_ns is not None or end_ns is not None:
+        if db or start_ns is not None or end_ns is not None:
             raise OptionError(f"engine {engine!r} reads a Parquet span set or a Spark table only")
-        if (parquet is None) == (spark_table is None):
-            raise OptionError(f"engine {engine!r} needs a Parquet path or a Spark table (one)")
         bar.set_label(f"analysing on {engine}")
         source = SparkTable(spark_table) if spark_table else parquet
         result = get_engine(engine, master=master).analyze(source, top=top, findings=findings)

@@ -83,24 +83,3 @@ def engine_options(f: Any) -> Any:
     for option in (spark_table_option, master_option, engine_option, parquet_option):
         f = option(f)
     return f
-
-
-def check_engine_options(
-    files: tuple[str, ...], parquet: str | None, engine: str, spark_table: str | None
-) -> None:
-    """Refuse combinations the library would refuse, as usage errors (``--db``, which may come
-    from ``$TRACELENS_DB``, is ignored when --parquet or --spark-table is given)."""
-    if parquet and files:
-        raise click.UsageError("--parquet reads a span set: give no FILES")
-    if engine == "spark":
-        if files:
-            raise click.UsageError(
-                "--engine spark reads --parquet or --spark-table; export or import the files "
-                "first (`tracelens import FILES --db F`, `tracelens export --db F --parquet DIR`)"
-            )
-        if not parquet and not spark_table:
-            raise click.UsageError("--engine spark needs --parquet PATH or --spark-table NAME")
-        if parquet and spark_table:
-            raise click.UsageError("give --parquet or --spark-table, not both")
-    elif spark_table:
-        raise click.UsageError("--spark-table needs --engine spark")

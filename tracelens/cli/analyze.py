@@ -8,7 +8,6 @@ import click
 
 from tracelens.cli._errors import EXIT_INPUT_ERROR, input_errors
 from tracelens.cli._options import (
-    check_engine_options,
     db_option,
     engine_options,
     findings_option,
@@ -84,7 +83,6 @@ def analyze(
     gzip-compressed.  With no FILES, the store (--db) is analysed, or the Parquet span set
     given with --parquet; --engine spark runs the same analysis on Apache Spark.
     """
-    check_engine_options(files, parquet, engine, spark_table)
     from tracelens.api import analyze as run
     from tracelens.progress import Progress
 

@@ -8,7 +8,6 @@ import click
 
 from tracelens.cli._errors import EXIT_INPUT_ERROR, input_errors
 from tracelens.cli._options import (
-    check_engine_options,
     db_option,
     engine_options,
     findings_option,
@@ -74,7 +73,6 @@ def report(
 
     The page needs no network and runs no script: mail it, attach it, print it.
     """
-    check_engine_options(files, parquet, engine, spark_table)
     from tracelens.api import write_report
     from tracelens.progress import Progress
 
