@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import polars as pl
+import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from spans import make_spans, sid
 
 from tracelens.analysis import analyze_traces
+from tracelens.analysis.kinds import attribute_columns
 
 
 def kind_of(name: str = "op", span_kind: str = "internal", **attributes: object) -> str:
@@ -157,3 +161,43 @@ def test_recorded_vllm_server_trace() -> None:
     assert req.height == 3
     assert (req["kind_resolved"] == "gpu").all()
     assert (req["mix_wait"] > 0).all() and (req["mix_gpu"] > 0).all()
+
+
+# --- attribute_columns: one pass over the map, against Polars' own map.get as the oracle ------
+
+_KEYS = ["a", "b", "gen_ai.operation.name", "c"]
+_maps = st.one_of(
+    st.none(),
+    st.lists(
+        st.tuples(st.sampled_from([*_KEYS, "x", "y"]), st.one_of(st.none(), st.text(max_size=3))),
+        max_size=6,
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_maps, max_size=12), st.lists(st.sampled_from(_KEYS), min_size=1, max_size=5))
+def test_attribute_columns_equal_map_get(rows: list[list[tuple[str, str | None]] | None],
+                                         keys: list[str]) -> None:  # fmt: skip
+    """Null maps, empty maps, null values and a key repeated in one map (its first value wins)
+    read exactly as ``map.get`` reads them."""
+    offsets, flat_k, flat_v, valid = [0], [], [], []
+    for r in rows:
+        valid.append(r is not None)
+        for k, v in r or []:
+            flat_k.append(k)
+            flat_v.append(v)
+        offsets.append(len(flat_k))
+    arr = pa.MapArray.from_arrays(
+        pa.array(offsets, pa.int32()),
+        pa.array(flat_k, pa.string()),
+        pa.array(flat_v, pa.string()),
+        mask=pa.array([not v for v in valid], pa.bool_()),
+    )
+    df = pl.from_arrow(pa.table({"attributes": arr}))
+    assert isinstance(df, pl.DataFrame)
+    got = attribute_columns(df, keys)
+    assert [c.name for c in got] == list(dict.fromkeys(keys))
+    for col in got:
+        want = df.select(pl.col("attributes").map.get(col.name))
+        assert col.to_list() == want.to_series().to_list(), col.name

@@ -11,8 +11,30 @@ a killed collector left in its journal).
 
 from __future__ import annotations
 
-from tracelens.collector.config import CollectorConfig
-from tracelens.collector.reader import read_store
-from tracelens.collector.service import run_collector
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tracelens.collector.config import CollectorConfig
+    from tracelens.collector.reader import read_store
+    from tracelens.collector.service import run_collector
 
 __all__ = ["CollectorConfig", "read_store", "run_collector"]
+
+# Imported on first use (PEP 562): reading a store (``analyze --db``) needs ``reader`` only, and
+# the server side (gRPC, the protobuf decoder, prometheus-client) cost a quarter second to import.
+_HOMES = {
+    "CollectorConfig": "tracelens.collector.config",
+    "read_store": "tracelens.collector.reader",
+    "run_collector": "tracelens.collector.service",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module 'tracelens.collector' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value
+    return value
