@@ -317,6 +317,29 @@ def test_waterfall_highlights_the_critical_path() -> None:
     assert by_name["X"]["critical_ms"] == pytest.approx(60.0)
 
 
+def test_waterfall_order_is_depth_first_by_start_with_the_main_root_first() -> None:
+    """Hand-ordered: R is the main root (the longest root); O, an orphan root that starts
+    earlier, comes after R's whole subtree; R's children by start (B before A), ties by input
+    order (C before D, same start); a CONSUMER under a PRODUCER (not waited for) is still
+    shown under it."""
+    rows = [
+        {"id": 0, "start": T0, "end": T0 + 100 * MS, "name": "R"},
+        {"id": 1, "parent": 0, "start": T0 + 30 * MS, "end": T0 + 40 * MS, "name": "A"},
+        {"id": 2, "parent": 0, "start": T0 + 10 * MS, "end": T0 + 20 * MS, "name": "B",
+         "span_kind": "producer"},
+        {"id": 3, "parent": 1, "start": T0 + 31 * MS, "end": T0 + 32 * MS, "name": "C"},
+        {"id": 4, "parent": 1, "start": T0 + 31 * MS, "end": T0 + 33 * MS, "name": "D"},
+        {"id": 5, "parent": 2, "start": T0 + 50 * MS, "end": T0 + 60 * MS, "name": "Q",
+         "span_kind": "consumer"},
+        {"id": 6, "parent": "00000000000000ff", "start": T0 - 5 * MS, "end": T0, "name": "O"},
+    ]  # fmt: skip
+    analysis = analyze_spans(make_spans(rows))
+    w = waterfall(analysis, analysis.traces.traces["trace_id"][0], "order")
+    assert [(r["name"], r["depth"]) for r in w["rows"]] == [
+        ("R", 0), ("B", 1), ("Q", 2), ("A", 1), ("C", 2), ("D", 2), ("O", 0),
+    ]  # fmt: skip
+
+
 def test_deep_trace_waterfall_is_capped_and_iterative() -> None:
     depth = 6000
     rows = [

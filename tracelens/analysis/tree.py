@@ -61,6 +61,32 @@ class Forest(Tree):
         return Tree(**{name: getattr(self, name) for name in Tree.__dataclass_fields__})
 
 
+def depth_first(tree: Tree, rows: np.ndarray, first: int) -> list[tuple[int, int]]:
+    """(row, depth) of ``rows`` (the rows of one trace) depth first, for display: children by
+    start, then input order; the roots (rows whose parent is not among ``rows``) in that order
+    too, with ``first`` (the main root) before them all.  The walk orders children its own way
+    (``children``); this order is what a reader of a waterfall expects.  An explicit stack:
+    traces can be 50,000 levels deep."""
+    rows = np.asarray(rows, dtype=np.int64)
+    parent = tree.parent[rows]
+    is_root = ~np.isin(parent, rows)
+    kids: dict[int, list[int]] = {}
+    roots: list[int] = []
+    for j in np.lexsort((rows, tree.start[rows])).tolist():
+        if is_root[j]:
+            roots.append(int(rows[j]))
+        else:
+            kids.setdefault(int(parent[j]), []).append(int(rows[j]))
+    roots.sort(key=lambda r: r != first)  # stable: the rest keep their order
+    out: list[tuple[int, int]] = []
+    stack = [(r, 0) for r in reversed(roots)]
+    while stack:
+        node, depth = stack.pop()
+        out.append((node, depth))
+        stack.extend((k, depth + 1) for k in reversed(kids.get(node, ())))
+    return out
+
+
 def waits_for(parent: np.ndarray, span_kind: pl.Series) -> np.ndarray:
     """Per span: whether its parent waits for it.  Every child blocks its parent except a
     CONSUMER under a PRODUCER: the message is handled asynchronously (docs/critical-path.md)."""

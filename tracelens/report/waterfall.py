@@ -2,8 +2,8 @@
 
 Only a handful of traces get one (the p50 and p95 representatives and the slowest), and a trace
 with thousands of spans shows the spans that matter most: those with the most critical-path
-time, then the longest.  The tree is walked with an explicit stack (traces can be 50,000 levels
-deep).
+time, then the longest.  Rows come in the analysis tree's display order (``tree.depth_first``,
+an explicit stack: traces can be 50,000 levels deep).
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import polars as pl
 
 from tracelens.analysis import Analysis
 from tracelens.analysis.summary import traces_list
+from tracelens.analysis.tree import depth_first
 from tracelens.report import fmt
 from tracelens.report.model import axis_ticks, kind_class, representative
 
@@ -54,7 +55,7 @@ def waterfall(analysis: Analysis, trace_id: str, why: str, max_rows: int = MAX_R
     ta = analysis.traces
     spans = ta.spans.filter(pl.col("trace_id") == trace_id).select(
         "_i",
-        "_parent",
+        "_trace",
         "span_id",
         "name",
         "service",
@@ -75,7 +76,9 @@ def waterfall(analysis: Analysis, trace_id: str, why: str, max_rows: int = MAX_R
     t0 = min(r["start_ns"] for r in rows)
     t1 = max(r["end_ns"] for r in rows)
     width = max(t1 - t0, 1)
-    ordered = _preorder(rows, root.root_span_id)
+    by_row = {r["_i"]: r for r in rows}
+    main_root = int(ta.tree.main_root[int(spans["_trace"][0])])
+    ordered = [(by_row[i], d) for i, d in depth_first(ta.tree, spans["_i"].to_numpy(), main_root)]
     kept = _keep(ordered, crit, max_rows)
     out_rows = [_row(r, depth, crit.get(r["_i"], []), t0, width) for r, depth in kept]
     return {
@@ -92,28 +95,6 @@ def waterfall(analysis: Analysis, trace_id: str, why: str, max_rows: int = MAX_R
         "ticks": [{"x": 100.0 * v * 1e6 / width, "ms": v} for v in axis_ticks(width / 1e6)],
         "critical_by_kind": root.critical_path_ms,
     }
-
-
-def _preorder(rows: list[dict[str, Any]], main_root_id: str) -> list[tuple[dict[str, Any], int]]:
-    """Depth-first, children by start time; the main root first, then other roots by start."""
-    present = {r["_i"] for r in rows}
-    children: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    roots = []
-    for r in rows:
-        if r["_parent"] >= 0 and r["_parent"] in present:
-            children[r["_parent"]].append(r)
-        else:
-            roots.append(r)
-    for kids in children.values():
-        kids.sort(key=lambda r: (r["start_ns"], r["_i"]))
-    roots.sort(key=lambda r: (r["span_id"] != main_root_id, r["start_ns"], r["_i"]))
-    out: list[tuple[dict[str, Any], int]] = []
-    stack = [(r, 0) for r in reversed(roots)]
-    while stack:
-        node, depth = stack.pop()
-        out.append((node, depth))
-        stack.extend((k, depth + 1) for k in reversed(children.get(node["_i"], [])))
-    return out
 
 
 def _keep(
