@@ -128,6 +128,15 @@ def _check_sources(
         raise OptionError("--spark-table needs --engine spark")
 
 
+def _store_source(
+    db: str | None, parquet: str | os.PathLike[str] | None, spark_table: str | None
+) -> str | None:
+    """``db``, unless a Parquet span set or a Spark table is the source: the store is only the
+    default one (for ``report`` and the ``analyze`` command, whose ``--db`` may come from
+    TRACELENS_DB and must not clash with ``--parquet``)."""
+    return None if parquet or spark_table else db
+
+
 def analyze(
     files: Sequence[str | os.PathLike[str]] = (),
     *,

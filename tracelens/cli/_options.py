@@ -2,9 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
+
+Decorator = Callable[[Any], Any]
+
+
+def number_option(flag: str, kind: click.ParamType, default: float | None, help: str) -> Decorator:
+    """A number within ``kind``'s range; ``--help`` shows the default when there is one."""
+    return click.option(
+        flag, type=kind, default=default, show_default=default is not None, help=help
+    )
+
+
+def file_option(flag: str, help: str, *, writable: bool = False) -> Decorator:
+    """A file's path (not a directory's), none by default."""
+    return click.option(
+        flag, type=click.Path(dir_okay=False, writable=writable), default=None, help=help
+    )
+
 
 db_option = click.option(
     "--db",
@@ -26,11 +44,8 @@ input_format_option = click.option(
     help="Skip format detection: every file is in this format.",
 )
 
-out_option = click.option(
-    "--out",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Write the result here instead of standard output.",
+out_option = file_option(
+    "--out", "Write the result here instead of standard output.", writable=True
 )
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -10,6 +11,7 @@ from tracelens.cli._errors import EXIT_INPUT_ERROR, input_errors
 from tracelens.cli._options import (
     db_option,
     engine_options,
+    file_option,
     findings_option,
     input_format_option,
 )
@@ -19,12 +21,7 @@ from tracelens.cli._options import (
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @db_option
 @input_format_option
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="The HTML file to write (one report over everything loaded).",
-)
+@file_option("--out", "The HTML file to write (one report over everything loaded).", writable=True)
 @click.option(
     "--weekly",
     is_flag=True,
@@ -47,22 +44,7 @@ from tracelens.cli._options import (
 @click.option("--keep-going", is_flag=True, help="Report on the other files when one is bad.")
 @findings_option
 @engine_options
-def report(
-    files: tuple[str, ...],
-    db: str | None,
-    input_format: str | None,
-    out: str | None,
-    weekly: bool,
-    week: str | None,
-    out_dir: str,
-    title: str | None,
-    keep_going: bool,
-    findings: bool,
-    parquet: str | None,
-    engine: str,
-    master: str | None,
-    spark_table: str | None,
-) -> None:
+def report(**options: Any) -> None:
     """A self-contained HTML report of the traces in FILES or the store.
 
     \b
@@ -77,23 +59,7 @@ def report(
     from tracelens.progress import Progress
 
     with input_errors(), Progress() as bar:
-        written = write_report(
-            files,
-            db=db,
-            input_format=input_format,
-            out=out,
-            weekly=weekly,
-            week=week,
-            out_dir=out_dir,
-            title=title,
-            keep_going=keep_going,
-            findings=findings,
-            bar=bar,
-            parquet=parquet,
-            engine=engine,
-            master=master,
-            spark_table=spark_table,
-        )
+        written = write_report(**options, bar=bar)
     for p in written.paths:
         click.echo(f"wrote {p} ({p.stat().st_size / 1024:,.0f} KiB)")
     for err in written.errors:
