@@ -24,6 +24,11 @@ def file_option(flag: str, help: str, *, writable: bool = False) -> Decorator:
     )
 
 
+def value_option(flag: str, metavar: str, help: str) -> Decorator:
+    """A string shown as ``metavar`` in ``--help``, none by default."""
+    return click.option(flag, default=None, metavar=metavar, help=help)
+
+
 db_option = click.option(
     "--db",
     "db",
@@ -65,11 +70,10 @@ findings_option = click.option(
 )
 # Parquet span sets and engines (tracelens.parquet, tracelens.engines), spelled here for analyze
 # and report.
-parquet_option = click.option(
+parquet_option = value_option(
     "--parquet",
-    default=None,
-    metavar="DIR",
-    help="Read a Parquet span set (`tracelens export --parquet`) or any Parquet with the span "
+    "DIR",
+    "Read a Parquet span set (`tracelens export --parquet`) or any Parquet with the span "
     "columns; with --engine spark, any path or URI Spark reads.",
 )
 engine_option = click.option(
@@ -79,17 +83,13 @@ engine_option = click.option(
     show_default=True,
     help="Where the analysis runs: here, or on Apache Spark (pip install 'tracelens[spark]').",
 )
-master_option = click.option(
-    "--master",
-    default=None,
-    metavar="URL",
-    help="Spark master, e.g. local[*] (default: spark-submit's, else local[*]).",
+master_option = value_option(
+    "--master", "URL", "Spark master, e.g. local[*] (default: spark-submit's, else local[*])."
 )
-spark_table_option = click.option(
+spark_table_option = value_option(
     "--spark-table",
-    default=None,
-    metavar="NAME",
-    help="With --engine spark: a table of Spark's catalog with the span columns.",
+    "NAME",
+    "With --engine spark: a table of Spark's catalog with the span columns.",
 )
 
 

@@ -14,6 +14,7 @@ from tracelens.cli._options import (
     file_option,
     findings_option,
     input_format_option,
+    value_option,
 )
 
 
@@ -27,12 +28,7 @@ from tracelens.cli._options import (
     is_flag=True,
     help="One report per ISO week (UTC) with traces in the store, plus an index page.",
 )
-@click.option(
-    "--week",
-    metavar="YYYY-Www",
-    default=None,
-    help="Only this ISO week, e.g. 2026-W48 (implies --weekly).",
-)
+@value_option("--week", "YYYY-Www", "Only this ISO week, e.g. 2026-W48 (implies --weekly).")
 @click.option(
     "--out-dir",
     type=click.Path(file_okay=False),
