@@ -84,12 +84,12 @@ def write_report(
         return Written(paths=paths)
     if not out:
         raise OptionError("say where to write the report: --out FILE.html (or --weekly)")
-    from tracelens.api import analyze
+    from tracelens.api import _store_source, analyze
 
     bar = bar or Progress(enabled=False)
     analysis = analyze(
         files,
-        db=None if parquet or spark_table else db,
+        db=_store_source(db, parquet, spark_table),
         input_format=input_format,
         keep_going=keep_going,
         findings=findings,

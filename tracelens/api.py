@@ -29,13 +29,13 @@ if TYPE_CHECKING:
     from tracelens.collector import CollectorConfig
     from tracelens.collector.service import Announce
     from tracelens.demo import DemoSummary
+    from tracelens.ingest import IngestResult
     from tracelens.parquet import Exported
 
 _REPORTS = ("Written", "weeks_in", "write_report", "write_weekly")
 
 __all__ = [
     "Imported",
-    "Loaded",
     "Written",
     "analyze",
     "collect",
@@ -49,13 +49,6 @@ __all__ = [
 ]
 
 
-@dataclass
-class Loaded:
-    spans: pa.Table
-    warnings: list[str] = field(default_factory=list)
-    errors: list[InputError] = field(default_factory=list)
-
-
 def load_spans(
     files: Sequence[str | os.PathLike[str]] = (),
     *,
@@ -67,11 +60,13 @@ def load_spans(
     end_ns: int | None = None,
     bar: Progress | None = None,
     parquet: str | os.PathLike[str] | None = None,
-) -> Loaded:
+) -> IngestResult:
     """Spans from files when any are given, from the Parquet span set ``parquet`` when given,
     else from the store (through a running collector when one holds it).  Files are read one by
     one so ``bar`` can show how far it got."""
     import pyarrow as pa
+
+    from tracelens.ingest import IngestResult, read_files
 
     bar = bar or Progress(enabled=False)
     if parquet is not None:
@@ -80,17 +75,15 @@ def load_spans(
         if files or db:
             raise OptionError("read spans from files, a store or a Parquet span set, not several")
         bar.set_label(f"reading {os.fspath(parquet)}")
-        return Loaded(spans=read_parquet(parquet, columns))
+        return IngestResult(spans=read_parquet(parquet, columns))
     if not files:
         from tracelens.collector.reader import read_store
 
         bar.set_label(f"reading the store {db or default_db_path()}")
         table: pa.Table = read_store(db, columns=columns, start_ns=start_ns, end_ns=end_ns)
-        return Loaded(spans=table)
-    from tracelens.ingest import read_files
-
+        return IngestResult(spans=table)
     tables: list[pa.Table] = []
-    loaded = Loaded(spans=pa.table({}))
+    loaded = IngestResult(spans=pa.table({}))
     bar.total = len(files)
     for i, path in enumerate(files):
         bar.set_label(f"reading {os.fspath(path)}")
@@ -126,6 +119,15 @@ def _check_sources(
             raise OptionError("give --parquet or --spark-table, not both")
     elif spark_table:
         raise OptionError("--spark-table needs --engine spark")
+
+
+def _store_source(
+    db: str | None, parquet: str | os.PathLike[str] | None, spark_table: str | None
+) -> str | None:
+    """``db``, unless a Parquet span set or a Spark table is the source: the store is only the
+    default one (for ``report`` and the ``analyze`` command, whose ``--db`` may come from
+    TRACELENS_DB and must not clash with ``--parquet``)."""
+    return None if parquet or spark_table else db
 
 
 def analyze(

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import linecache
 import types
+from collections.abc import Iterator
 from typing import Any, Final
 
 from tracelens_instrumentation import attributes as A
@@ -227,20 +228,12 @@ def awaiting(obj: Any, yielded: Any) -> str | None:
     of the ``cr_await`` chain carry the evidence.
     """
     kinds: list[int] = []
-    cur = obj
     last: types.FrameType | None = None
-    for _ in range(MAX_FRAMES):
-        frame, nxt = _link(cur)
-        if frame is None:
-            break
-        kind = code_kind(frame)
+    for frame, kind in _chain(obj):
         if kind == STOP:
             return None
         kinds.append(kind)
         last = frame
-        if nxt is None:
-            break
-        cur = nxt
     if kinds and kinds[-1] == WAIT:
         task = _wait_for_task(last)
         if task is not None:
@@ -261,6 +254,22 @@ def _not_started(task: Any) -> bool:
     if suspended is not None:
         return not suspended
     return coro.cr_frame.f_lasti < 0
+
+
+def _chain(obj: Any) -> Iterator[tuple[types.FrameType, int]]:
+    """The frames of the await (or yield-from) chain of the coroutine or generator ``obj``,
+    outermost first, with their kinds: at most ``MAX_FRAMES``, the last one a ``STOP`` frame
+    when there is one."""
+    cur = obj
+    for _ in range(MAX_FRAMES):
+        frame, nxt = _link(cur)
+        if frame is None:
+            return
+        kind = code_kind(frame)
+        yield frame, kind
+        if kind == STOP or nxt is None:
+            return
+        cur = nxt
 
 
 def _link(obj: Any) -> tuple[types.FrameType | None, Any]:
@@ -289,20 +298,7 @@ def _task_chain(task: Any) -> list[int]:
         coro = task.get_coro()
     except Exception:
         return []
-    kinds: list[int] = []
-    cur = coro
-    for _ in range(MAX_FRAMES):
-        frame, nxt = _link(cur)
-        if frame is None:
-            break
-        kind = code_kind(frame)
-        if kind == STOP:
-            break
-        kinds.append(kind)
-        if nxt is None:
-            break
-        cur = nxt
-    return kinds
+    return [kind for _, kind in _chain(coro) if kind != STOP]  # a STOP frame ends the chain
 
 
 def blocked_in(frame: types.FrameType | None, stops: frozenset[types.CodeType]) -> str:

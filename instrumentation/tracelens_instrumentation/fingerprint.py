@@ -524,22 +524,11 @@ def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str
                 enc = _enc_int(value)
             else:
                 enc = b"i" + value.to_bytes(bits // 8 + 1, "big", signed=True)
-            if -MIN_FP_INT < value < MIN_FP_INT:
-                if len(enc) <= _INLINE:
-                    chunks.append(bytes((len(enc),)) + enc)
-                    continue
-                chunks.append(b"\xff" + blake2b(enc).digest()[:DIGEST_SIZE])
-                continue
+            small = -MIN_FP_INT < value < MIN_FP_INT
         elif typ is str:
-            if len(value) < MIN_FP_STR:
-                if value.isascii():
-                    chunks.append(_STR_TAGS[len(value)] + value.encode())
-                    continue
-                enc = _enc_str(value)
-                if len(enc) <= _INLINE:
-                    chunks.append(bytes((len(enc),)) + enc)
-                    continue
-                chunks.append(b"\xff" + blake2b(enc).digest()[:DIGEST_SIZE])
+            small = len(value) < MIN_FP_STR
+            if small and value.isascii():
+                chunks.append(_STR_TAGS[len(value)] + value.encode())
                 continue
             enc = _enc_str(value)
         elif value is None:
@@ -547,12 +536,7 @@ def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str
             continue
         elif typ is bytes:
             enc = _enc_bytes(value)
-            if len(value) < MIN_FP_STR:
-                if len(enc) <= _INLINE:
-                    chunks.append(bytes((len(enc),)) + enc)
-                    continue
-                chunks.append(b"\xff" + blake2b(enc).digest()[:DIGEST_SIZE])
-                continue
+            small = len(value) < MIN_FP_STR
         elif typ is float:
             enc = _enc_float(value)
             chunks.append(bytes((len(enc),)) + enc)  # 9 bytes or 4: always inline
@@ -564,6 +548,12 @@ def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str
                 if found is None:
                     found = []
                 found.extend(value_parts)
+            continue
+        if small:  # referenced by value: inline when short enough, else by its digest
+            if len(enc) <= _INLINE:
+                chunks.append(bytes((len(enc),)) + enc)
+            else:
+                chunks.append(b"\xff" + blake2b(enc).digest()[:DIGEST_SIZE])
             continue
         # a content-bearing scalar: referenced by digest, and one of the arg_fps
         digest = blake2b(enc).digest()[:DIGEST_SIZE]

@@ -18,6 +18,7 @@ import numpy as np
 import polars as pl
 
 from tracelens.analysis.core import TraceAnalysis
+from tracelens.analysis.fields import Record
 
 # "load" alone is no start-up word: ``load_account_page`` is a request.  Loading a model, its
 # weights, checkpoint, tokenizer or engine is (vLLM: ``Load model``, ``Load weights``), and so
@@ -50,37 +51,21 @@ def cold_start_mask(ta: TraceAnalysis) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class ColdStart:
+class ColdStart(Record):
     trace_id: str
     service: str
     name: str
     duration_ms: float
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "trace_id": self.trace_id,
-            "service": self.service,
-            "name": self.name,
-            "duration_ms": self.duration_ms,
-        }
-
 
 @dataclass(frozen=True)
-class OperationLatency:
+class OperationLatency(Record):
     """The request latency of one root operation (service, name of the main root)."""
 
     service: str
     name: str
     traces: int
     latency_ms: dict[str, float]  # p50, p95, p99, max
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "service": self.service,
-            "name": self.name,
-            "traces": self.traces,
-            "latency_ms": self.latency_ms,
-        }
 
 
 @dataclass(frozen=True)

@@ -30,6 +30,7 @@ import polars as pl
 from tracelens_instrumentation import attributes as A
 
 from tracelens.analysis.core import TraceAnalysis
+from tracelens.analysis.fields import fields_dict
 
 TOP: Final = 20
 MAX_WARNINGS: Final = 5
@@ -50,7 +51,7 @@ class Quantiles:
     p95: float
 
     def to_dict(self) -> dict[str, float]:
-        return {"p50": round(self.p50, 3), "p95": round(self.p95, 3)}
+        return fields_dict(self, digits={"p50": 3, "p95": 3})
 
 
 @dataclass(frozen=True)
@@ -65,11 +66,11 @@ class FunctionTime:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "function": self.function,
-            "self_ms": round(self.self_ms, 3),
-            "inclusive_ms": round(self.inclusive_ms, 3),
-            "self_share": round(self.self_share, 4),
-            "inclusive_share": round(self.inclusive_share, 4),
+            **fields_dict(
+                self,
+                *("function", "self_ms", "inclusive_ms", "self_share", "inclusive_share"),
+                digits={"self_ms": 3, "inclusive_ms": 3, "self_share": 4, "inclusive_share": 4},
+            ),
             "per_trace": {
                 "self_ms": self.per_trace_self_ms.to_dict(),
                 "inclusive_ms": self.per_trace_inclusive_ms.to_dict(),
@@ -84,11 +85,7 @@ class ModuleTime:
     share: float
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "module": self.module,
-            "self_ms": round(self.self_ms, 3),
-            "share": round(self.share, 4),
-        }
+        return fields_dict(self, digits={"self_ms": 3, "share": 4})
 
 
 @dataclass(frozen=True)

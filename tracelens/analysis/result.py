@@ -9,7 +9,7 @@ below it write each typed object in the document's field order.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,7 @@ import pyarrow as pa
 
 from tracelens.analysis import summary as s
 from tracelens.analysis.core import TraceAnalysis, analyze_traces
+from tracelens.analysis.fields import fields_dict
 
 if TYPE_CHECKING:  # the finder is imported when it runs: --no-findings does not pay for it
     from tracelens.analysis.coldstart import Headline
@@ -107,41 +108,20 @@ class Analysis:
 
 
 def _summary_json(summ: s.Summary) -> dict[str, Any]:
-    return {
-        "traces": summ.traces,
-        "spans": summ.spans,
-        "latency_ms": summ.latency_ms,
-        "critical_path_ms": summ.critical_path_ms,
-        "critical_path_share": summ.critical_path_share,
-        "critical_path_split": summ.critical_path_split,
-    }
+    return fields_dict(summ)
 
 
 def _operation_json(op: s.Operation) -> dict[str, Any]:
-    o = op.rounded()
-    return {
-        "service": o.service,
-        "name": o.name,
-        "kind": o.kind,
-        "count": o.count,
-        "p50_ms": o.p50_ms,
-        "p95_ms": o.p95_ms,
-        "cpu_ms": o.cpu_ms,
-        "critical_ms": o.critical_ms,
-        "critical_share": o.critical_share,
-    }
+    return fields_dict(op.rounded())
+
+
+# A trace's fields but its critical path: a table, written out as rows.
+_TRACE_FIELDS = tuple(f.name for f in fields(s.TraceSummary) if f.name != "critical_path")
 
 
 def _trace_json(t: s.TraceSummary) -> dict[str, Any]:
     return {
-        "trace_id": t.trace_id,
-        "root_span_id": t.root_span_id,
-        "root_name": t.root_name,
-        "root_service": t.root_service,
-        "start_ns": t.start_ns,
-        "duration_ms": t.duration_ms,
-        "spans": t.spans,
-        "critical_path_ms": t.critical_path_ms,
+        **fields_dict(t, *_TRACE_FIELDS),
         "critical_path": t.critical_path.to_dicts(),
     }
 
@@ -154,15 +134,11 @@ def finding_json(f: Finding) -> dict[str, Any]:
         out["parent"] = f.parent
         out["parent_service"] = f.parent_service
     out.update(
-        traces=f.traces,
-        occurrences=f.occurrences,
-        saving_ms=f.saving_ms,
-        projected_latency_ms=f.projected_latency_ms,
-        total_saving_ms=f.total_saving_ms,
-        traces_on_critical_path=f.traces_on_critical_path,
-        confidence=f.confidence,
-        evidence=[{"code": e.code, "detail": e.detail} for e in f.evidence],
-        explanation=f.explanation,
+        fields_dict(
+            f,
+            *("traces", "occurrences", "saving_ms", "projected_latency_ms", "total_saving_ms"),
+            *("traces_on_critical_path", "confidence", "evidence", "explanation"),
+        )
     )
     if f.details is not None:
         out.update(asdict(f.details))

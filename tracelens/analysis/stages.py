@@ -38,6 +38,7 @@ import polars as pl
 from tracelens_instrumentation import attributes as A
 
 from tracelens.analysis.core import TraceAnalysis
+from tracelens.analysis.fields import Record
 
 
 class Stage(str, Enum):
@@ -150,7 +151,7 @@ def stage_table(ta: TraceAnalysis) -> pl.DataFrame:
 
 
 @dataclass(frozen=True)
-class StageStats:
+class StageStats(Record):
     stage: Stage
     p50_ms: float
     p95_ms: float
@@ -158,19 +159,9 @@ class StageStats:
     mean_ms: float
     p99_share: float  # share of the p99 traces' critical time
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage.value,
-            "p50_ms": self.p50_ms,
-            "p95_ms": self.p95_ms,
-            "p99_ms": self.p99_ms,
-            "mean_ms": self.mean_ms,
-            "p99_share": self.p99_share,
-        }
-
 
 @dataclass(frozen=True)
-class OperationStages:
+class OperationStages(Record):
     """The stage breakdown of one root operation."""
 
     service: str
@@ -179,16 +170,6 @@ class OperationStages:
     p99_traces: int
     latency_ms: dict[str, float]
     stages: list[StageStats]
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "service": self.service,
-            "name": self.name,
-            "traces": self.traces,
-            "p99_traces": self.p99_traces,
-            "latency_ms": self.latency_ms,
-            "stages": [s.to_dict() for s in self.stages],
-        }
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
+
+Decorator = Callable[[Any], Any]
+
+
+def number_option(flag: str, kind: click.ParamType, default: float | None, help: str) -> Decorator:
+    """A number within ``kind``'s range; ``--help`` shows the default when there is one."""
+    return click.option(
+        flag, type=kind, default=default, show_default=default is not None, help=help
+    )
+
+
+def file_option(flag: str, help: str, *, writable: bool = False) -> Decorator:
+    """A file's path (not a directory's), none by default."""
+    return click.option(
+        flag, type=click.Path(dir_okay=False, writable=writable), default=None, help=help
+    )
+
+
+def value_option(flag: str, metavar: str, help: str) -> Decorator:
+    """A string shown as ``metavar`` in ``--help``, none by default."""
+    return click.option(flag, default=None, metavar=metavar, help=help)
+
 
 db_option = click.option(
     "--db",
@@ -26,11 +49,8 @@ input_format_option = click.option(
     help="Skip format detection: every file is in this format.",
 )
 
-out_option = click.option(
-    "--out",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Write the result here instead of standard output.",
+out_option = file_option(
+    "--out", "Write the result here instead of standard output.", writable=True
 )
 
 
@@ -50,11 +70,10 @@ findings_option = click.option(
 )
 # Parquet span sets and engines (tracelens.parquet, tracelens.engines), spelled here for analyze
 # and report.
-parquet_option = click.option(
+parquet_option = value_option(
     "--parquet",
-    default=None,
-    metavar="DIR",
-    help="Read a Parquet span set (`tracelens export --parquet`) or any Parquet with the span "
+    "DIR",
+    "Read a Parquet span set (`tracelens export --parquet`) or any Parquet with the span "
     "columns; with --engine spark, any path or URI Spark reads.",
 )
 engine_option = click.option(
@@ -64,17 +83,13 @@ engine_option = click.option(
     show_default=True,
     help="Where the analysis runs: here, or on Apache Spark (pip install 'tracelens[spark]').",
 )
-master_option = click.option(
-    "--master",
-    default=None,
-    metavar="URL",
-    help="Spark master, e.g. local[*] (default: spark-submit's, else local[*]).",
+master_option = value_option(
+    "--master", "URL", "Spark master, e.g. local[*] (default: spark-submit's, else local[*])."
 )
-spark_table_option = click.option(
+spark_table_option = value_option(
     "--spark-table",
-    default=None,
-    metavar="NAME",
-    help="With --engine spark: a table of Spark's catalog with the span columns.",
+    "NAME",
+    "With --engine spark: a table of Spark's catalog with the span columns.",
 )
 
 

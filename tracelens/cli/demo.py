@@ -5,72 +5,47 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Any
 
 import click
 
 from tracelens.cli._errors import service_errors
+from tracelens.cli._options import file_option, number_option
 
 EXIT_FAILED = 1
 
 
 @click.command()
 @click.option("--requests", type=click.IntRange(1, 100_000), default=36, show_default=True)
-@click.option(
-    "--concurrency",
-    type=click.IntRange(1, 1000),
-    default=6,
-    show_default=True,
-    help="Requests in flight at once.",
-)
+@number_option("--concurrency", click.IntRange(1, 1000), 6, "Requests in flight at once.")
 @click.option(
     "--endpoint",
     default=None,
     help="OTLP/HTTP collector (default http://127.0.0.1:4318 unless --file is given).",
 )
-@click.option(
-    "--file",
-    "file",
-    type=click.Path(dir_okay=False),
-    default=None,
-    help="Append the spans as OTLP JSON Lines here (without --endpoint: nothing is sent).",
+@file_option(
+    "--file", "Append the spans as OTLP JSON Lines here (without --endpoint: nothing is sent)."
 )
 @click.option("--seed", type=int, default=0, show_default=True, help="Fixes the workload.")
-@click.option(
+@number_option(
     "--model-slots",
-    type=click.IntRange(1, 1000),
-    default=2,
-    show_default=True,
-    help="Requests the model serves at once; the rest wait in its queue.",
+    click.IntRange(1, 1000),
+    2,
+    "Requests the model serves at once; the rest wait in its queue.",
 )
-@click.option(
+@number_option(
     "--speed",
-    type=click.FloatRange(0.01, 100),
-    default=1.0,
-    show_default=True,
-    help="Scale every simulated delay (0.5: twice as fast).",
+    click.FloatRange(0.01, 100),
+    1.0,
+    "Scale every simulated delay (0.5: twice as fast).",
 )
 @click.option(
     "--vllm/--no-vllm",
     default=True,
     help="Use vLLM when it is there (--no-vllm: the simulated model even then).",
 )
-@click.option(
-    "--summary-json",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="Also write what the demo did as JSON here.",
-)
-def demo(
-    requests: int,
-    concurrency: int,
-    endpoint: str | None,
-    file: str | None,
-    seed: int,
-    model_slots: int,
-    speed: float,
-    vllm: bool,
-    summary_json: str | None,
-) -> None:
+@file_option("--summary-json", "Also write what the demo did as JSON here.", writable=True)
+def demo(summary_json: str | None, **options: Any) -> None:
     """Run a demo AI agent whose traces show where agent latency goes.
 
     It plans (CPU), calls tools over HTTP on a local tool server one after another, repeats a
@@ -86,17 +61,7 @@ def demo(
     from tracelens.api import run_demo
 
     with service_errors():
-        summary = run_demo(
-            requests=requests,
-            concurrency=concurrency,
-            endpoint=endpoint,
-            file=file,
-            seed=seed,
-            model_slots=model_slots,
-            speed=speed,
-            vllm=vllm,
-            echo=lambda line: click.echo(f"demo: {line}"),
-        )
+        summary = run_demo(**options, echo=lambda line: click.echo(f"demo: {line}"))
     where = " and ".join(x for x in (summary.endpoint, summary.file) if x)
     click.echo(
         f"demo: {summary.requests} requests ({summary.failed} failed) in {summary.wall_s:.1f} s: "

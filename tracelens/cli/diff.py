@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -11,6 +12,7 @@ from tracelens.cli._options import (
     db_option,
     findings_option,
     input_format_option,
+    number_option,
     out_option,
     write_out,
 )
@@ -43,57 +45,29 @@ _WHEN = "An ISO 8601 instant (UTC unless it says otherwise) or a duration ago: 3
     help="text: for a terminal; json: the diff document of docs/analysis-json.md; html: a page.",
 )
 @out_option
-@click.option(
+@number_option(
     "--confidence",
-    type=click.FloatRange(0, 1, min_open=True, max_open=True),
-    default=0.95,
-    show_default=True,
-    help="Confidence for all the intervals together (Bonferroni-corrected).",
+    click.FloatRange(0, 1, min_open=True, max_open=True),
+    0.95,
+    "Confidence for all the intervals together (Bonferroni-corrected).",
 )
-@click.option(
-    "--resamples",
-    type=click.IntRange(min=100),
-    default=20_000,
-    show_default=True,
-    help="Bootstrap resamples of the traces.",
-)
+@number_option("--resamples", click.IntRange(min=100), 20_000, "Bootstrap resamples of the traces.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Seed of the bootstrap.")
-@click.option(
+@number_option(
     "--min-traces",
-    type=click.IntRange(min=2),
-    default=20,
-    show_default=True,
-    help="Traces a run needs before its percentiles are judged (p95 needs 100, p99 500).",
+    click.IntRange(min=2),
+    20,
+    "Traces a run needs before its percentiles are judged (p95 needs 100, p99 500).",
 )
-@click.option(
+@number_option(
     "--min-delta-ms",
-    type=click.FloatRange(min=0),
-    default=1.0,
-    show_default=True,
-    help="Smaller changes are never significant, however sure.",
+    click.FloatRange(min=0),
+    1.0,
+    "Smaller changes are never significant, however sure.",
 )
 @click.option("--keep-going", is_flag=True, help="Compare the other files when one is bad.")
 @findings_option
-def diff(
-    base: str | None,
-    new: str | None,
-    db: str | None,
-    base_since: str | None,
-    base_until: str | None,
-    since: str | None,
-    until: str | None,
-    input_format: str | None,
-    fail_on: str | None,
-    format_: str,
-    out: str | None,
-    confidence: float,
-    resamples: int,
-    seed: int,
-    min_traces: int,
-    min_delta_ms: float,
-    keep_going: bool,
-    findings: bool,
-) -> None:
+def diff(format_: str, out: str | None, **options: Any) -> None:
     """What got slower from BASE to NEW, why, and whether it is real.
 
     BASE and NEW are each a trace file, a directory of trace files or a DuckDB store.  With
@@ -104,25 +78,7 @@ def diff(
     from tracelens.progress import Progress
 
     with input_errors(), Progress() as bar:  # on stderr, only when it is a terminal
-        result = run(
-            base,
-            new,
-            db=db,
-            base_since=base_since,
-            base_until=base_until,
-            since=since,
-            until=until,
-            input_format=input_format,
-            keep_going=keep_going,
-            findings=findings,
-            fail_on=fail_on,
-            confidence=confidence,
-            resamples=resamples,
-            seed=seed,
-            min_traces=min_traces,
-            min_delta_ms=min_delta_ms,
-            bar=bar,
-        )
+        result = run(**options, bar=bar)
     if format_ == "json":
         text = result.to_json()
     elif format_ == "html":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import click
 
@@ -10,8 +11,10 @@ from tracelens.cli._errors import EXIT_INPUT_ERROR, input_errors
 from tracelens.cli._options import (
     db_option,
     engine_options,
+    file_option,
     findings_option,
     input_format_option,
+    value_option,
 )
 
 
@@ -19,23 +22,13 @@ from tracelens.cli._options import (
 @click.argument("files", nargs=-1, type=click.Path(dir_okay=False))
 @db_option
 @input_format_option
-@click.option(
-    "--out",
-    type=click.Path(dir_okay=False, writable=True),
-    default=None,
-    help="The HTML file to write (one report over everything loaded).",
-)
+@file_option("--out", "The HTML file to write (one report over everything loaded).", writable=True)
 @click.option(
     "--weekly",
     is_flag=True,
     help="One report per ISO week (UTC) with traces in the store, plus an index page.",
 )
-@click.option(
-    "--week",
-    metavar="YYYY-Www",
-    default=None,
-    help="Only this ISO week, e.g. 2026-W48 (implies --weekly).",
-)
+@value_option("--week", "YYYY-Www", "Only this ISO week, e.g. 2026-W48 (implies --weekly).")
 @click.option(
     "--out-dir",
     type=click.Path(file_okay=False),
@@ -47,22 +40,7 @@ from tracelens.cli._options import (
 @click.option("--keep-going", is_flag=True, help="Report on the other files when one is bad.")
 @findings_option
 @engine_options
-def report(
-    files: tuple[str, ...],
-    db: str | None,
-    input_format: str | None,
-    out: str | None,
-    weekly: bool,
-    week: str | None,
-    out_dir: str,
-    title: str | None,
-    keep_going: bool,
-    findings: bool,
-    parquet: str | None,
-    engine: str,
-    master: str | None,
-    spark_table: str | None,
-) -> None:
+def report(**options: Any) -> None:
     """A self-contained HTML report of the traces in FILES or the store.
 
     \b
@@ -77,23 +55,7 @@ def report(
     from tracelens.progress import Progress
 
     with input_errors(), Progress() as bar:
-        written = write_report(
-            files,
-            db=db,
-            input_format=input_format,
-            out=out,
-            weekly=weekly,
-            week=week,
-            out_dir=out_dir,
-            title=title,
-            keep_going=keep_going,
-            findings=findings,
-            bar=bar,
-            parquet=parquet,
-            engine=engine,
-            master=master,
-            spark_table=spark_table,
-        )
+        written = write_report(**options, bar=bar)
     for p in written.paths:
         click.echo(f"wrote {p} ({p.stat().st_size / 1024:,.0f} KiB)")
     for err in written.errors:

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import click
 
 from tracelens.cli._errors import input_errors
-from tracelens.cli._options import db_option, input_format_option
+from tracelens.cli._options import db_option, input_format_option, number_option
 
 
 @click.command()
@@ -23,40 +24,18 @@ from tracelens.cli._options import db_option, input_format_option
 )
 @db_option
 @input_format_option
-@click.option("--cores", type=click.IntRange(min=1), default=None, help="CPU cores today.")
-@click.option(
-    "--model-slots",
-    type=click.IntRange(min=1),
-    default=None,
-    help="Model calls served at once today.",
-)
+@number_option("--cores", click.IntRange(min=1), None, "CPU cores today.")
+@number_option("--model-slots", click.IntRange(min=1), None, "Model calls served at once today.")
 @click.option(
     "--format", "format_", type=click.Choice(["text", "json"]), default="text", show_default=True
 )
-def size(
-    files: tuple[str, ...],
-    concurrency: int,
-    latency_target_ms: float,
-    db: str | None,
-    input_format: str | None,
-    cores: int | None,
-    model_slots: int | None,
-    format_: str,
-) -> None:
+def size(format_: str, **options: Any) -> None:
     """CPU cores and model-server capacity for CONCURRENCY requests at a latency target, from
     the measured CPU and model seconds per request of the traces in FILES or the store."""
     from tracelens.api import size as run
 
     with input_errors(usage=False):
-        result = run(
-            files,
-            concurrency=concurrency,
-            latency_target_ms=latency_target_ms,
-            db=db,
-            input_format=input_format,
-            cores=cores,
-            model_slots=model_slots,
-        )
+        result = run(**options)
     if format_ == "json":
         click.echo(json.dumps(result.to_dict(), indent=2))
     else:

@@ -14,9 +14,10 @@ Both hand the same ``TraceAnalysis`` to ``complete``, so both give the same docu
 
 from __future__ import annotations
 
-from typing import Any, Final, Protocol
+from abc import ABC, abstractmethod
+from typing import Any, Final
 
-from tracelens.analysis import Analysis
+from tracelens.analysis import Analysis, TraceAnalysis
 from tracelens.analysis.result import complete
 from tracelens.errors import TracelensError
 
@@ -27,11 +28,16 @@ class EngineError(TracelensError):
     """An engine cannot run here (its package or runtime is missing)."""
 
 
-class Engine(Protocol):
+class Engine(ABC):
     """Analyse a span source: ``source`` is what the engine reads (a Parquet path for both
-    engines; a Spark table name or DataFrame for ``spark``)."""
+    engines; a Spark table name or DataFrame for ``spark``).  An engine runs the per-trace part
+    (``traces``); the cross-trace part (``complete``) is the same for all, here."""
 
     name: str
+
+    @abstractmethod
+    def traces(self, source: Any) -> TraceAnalysis:
+        """The per-trace part of the analysis over every span of ``source``."""
 
     def analyze(
         self,
@@ -40,7 +46,9 @@ class Engine(Protocol):
         top: int | None = None,
         findings: bool = True,
         warnings: list[str] | None = None,
-    ) -> Analysis: ...
+    ) -> Analysis:
+        """The analysis of every span of ``source``; ``warnings`` from loading are carried."""
+        return complete(self.traces(source), top=top, findings=findings, warnings=warnings)
 
 
 def get_engine(name: str, *, master: str | None = None) -> Engine:

@@ -5,26 +5,19 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from tracelens.analysis import ANALYSIS_COLUMNS, Analysis, analyze_spans
+from tracelens.analysis import ANALYSIS_COLUMNS, TraceAnalysis, analyze_traces
+from tracelens.engines import Engine
 
 
-class EmbeddedEngine:
+class EmbeddedEngine(Engine):
     """Reads a Parquet span set (or any Parquet with the span columns) with Arrow and analyses
     it here.  Files and stores go through ``tracelens.api.load_spans`` instead."""
 
     name = "embedded"
 
-    def analyze(
-        self,
-        source: Any,
-        *,
-        top: int | None = None,
-        findings: bool = True,
-        warnings: list[str] | None = None,
-    ) -> Analysis:
+    def traces(self, source: Any) -> TraceAnalysis:
         from tracelens.parquet import read_parquet
 
         if not isinstance(source, (str, os.PathLike)):
             raise TypeError("the embedded engine reads a Parquet path")
-        spans = read_parquet(source, ANALYSIS_COLUMNS)
-        return analyze_spans(spans, top=top, findings=findings, warnings=warnings)
+        return analyze_traces(read_parquet(source, ANALYSIS_COLUMNS))

@@ -40,7 +40,7 @@ import pyarrow.compute as pc
 
 from tracelens.analysis import ANALYSIS_COLUMNS, Analysis, TraceAnalysis, analyze_traces
 from tracelens.analysis.tree import tree_of
-from tracelens.engines import EngineError, complete
+from tracelens.engines import Engine, EngineError, complete
 from tracelens.errors import InputError
 from tracelens.parquet import CANONICAL_ORDER, SEQ, is_span_set, layout, order_indices
 from tracelens.schema import SPAN_SCHEMA
@@ -95,7 +95,7 @@ def session(master: str | None = None) -> SparkSession:
         ) from None
 
 
-class SparkEngine:
+class SparkEngine(Engine):
     name = "spark"
 
     def __init__(self, master: str | None = None, spark: SparkSession | None = None) -> None:
@@ -124,18 +124,9 @@ class SparkEngine:
             raise InputError(path, "no such file or directory")
         return self.spark.read.parquet(path)
 
-    def analyze(
-        self,
-        source: Any,
-        *,
-        top: int | None = None,
-        findings: bool = True,
-        warnings: list[str] | None = None,
-    ) -> Analysis:
-        """The analysis of every span of ``source`` (see ``frame``)."""
-        parts = self.phase_one(self.frame(source), name=_name(source))
-        ta = merge(parts.get("", []))
-        return complete(ta, top=top, findings=findings, warnings=warnings)
+    def traces(self, source: Any) -> TraceAnalysis:
+        """The per-trace part over every span of ``source`` (see ``frame``), on the executors."""
+        return merge(self.phase_one(self.frame(source), name=_name(source)).get("", []))
 
     def analyze_by(
         self,

@@ -216,6 +216,7 @@ class DuckDBStore:
                 raise self._failed(exc, doing) from None
 
     def append(self, spans: pa.Table) -> int:
+        """Add spans; a (trace_id, span_id) already stored is kept once.  Returns rows added."""
         if spans.num_rows == 0:
             return 0
         rows = to_rows(conform(spans))
@@ -293,6 +294,7 @@ class DuckDBStore:
         start_ns: int | None = None,
         end_ns: int | None = None,
     ) -> pa.Table:
+        """Whole traces (every span of each trace whose root window meets the time range)."""
         cols = list(columns) if columns else list(COLUMNS)
         unknown = [c for c in cols if c not in COLUMNS]
         if unknown:

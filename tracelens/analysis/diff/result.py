@@ -9,6 +9,7 @@ from enum import Enum
 from typing import Any
 
 from tracelens.analysis.diff.profile import FindingBrief
+from tracelens.analysis.fields import Record, fields_dict
 from tracelens.analysis.kinds import KINDS
 
 SCHEMA = "tracelens.diff/1"
@@ -150,11 +151,7 @@ class OperationDiff:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "service": self.service,
-            "name": self.name,
-            "kind": self.kind,
-            "base_traces": self.base_traces,
-            "new_traces": self.new_traces,
+            **fields_dict(self, "service", "name", "kind", "base_traces", "new_traces"),
             "critical_ms": [c.to_dict() for c in self.changes],
         }
 
@@ -174,26 +171,19 @@ class RootDiff:
 
     def to_dict(self) -> dict[str, Any]:
         return {
-            "service": self.service,
-            "name": self.name,
-            "base_traces": self.base_traces,
-            "new_traces": self.new_traces,
+            **fields_dict(self, "service", "name", "base_traces", "new_traces"),
             "latency_ms": [c.to_dict() for c in self.latency],
-            "attribution": [a.to_dict() for a in self.attribution],
-            "operations": [o.to_dict() for o in self.operations],
+            **fields_dict(self, "attribution", "operations"),
         }
 
 
 @dataclass(frozen=True)
-class Counted:
+class Counted(Record):
     """An operation (or root operation) and how many spans (traces) it had."""
 
     service: str
     name: str
     count: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"service": self.service, "name": self.name, "count": self.count}
 
 
 @dataclass(frozen=True)
@@ -251,13 +241,10 @@ class Method:
 
 
 @dataclass(frozen=True)
-class Run:
+class Run(Record):
     label: str
     traces: int
     spans: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {"label": self.label, "traces": self.traces, "spans": self.spans}
 
 
 @dataclass
