@@ -149,16 +149,16 @@ def _pred_counts(
     p_k = parent[kids]
     seg_first = np.concatenate([[True], p_k[1:] != p_k[:-1]])
     sid = np.cumsum(seg_first) - 1
-    seg_base = start[kids][seg_first]  # earliest child start of each segment
     sid_e = _segment_of(ekids, parent, kids, seg_first)
-    rel_e = end[ekids] - seg_base[sid_e]
-    rel_s = start[kids] - seg_base[sid]
-    span = int(max(rel_e.max(), rel_s.max())) + 1
     n_seg = int(sid[-1]) + 1
-    if n_seg * span >= 2**62:
-        return _pred_counts_sorted(kids, ekids, parent, start, end, row, koff)
-    k_items = sid_e * span + rel_e
-    k_query = sid * span + rel_s
+    keys = _merge_keys(start[kids], end[ekids], sid, sid_e, seg_first, n_seg)
+    if keys is None:  # windows too long for the keys: compare the times' ranks (same order)
+        ranks = np.unique(np.concatenate([start, end]), return_inverse=True)[1].reshape(-1)
+        keys = _merge_keys(
+            ranks[: len(start)][kids], ranks[len(start) :][ekids], sid, sid_e, seg_first, n_seg
+        )
+        assert keys is not None  # ranks are fewer than 2 * n: the keys always fit
+    k_items, k_query = keys
     right = np.searchsorted(k_items, k_query, side="right")
     left = np.searchsorted(k_items, k_query, side="left")
     counts = right - koff[p_k]
@@ -177,37 +177,31 @@ def _pred_counts(
     return counts
 
 
+def _merge_keys(
+    kid_start: np.ndarray,
+    ekid_end: np.ndarray,
+    sid: np.ndarray,
+    sid_e: np.ndarray,
+    seg_first: np.ndarray,
+    n_seg: int,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Composite (segment, time since the segment's first start) keys of the sibling ends
+    (items) and starts (queries), or None when they would not fit in 62 bits."""
+    seg_base = kid_start[seg_first]  # earliest child start of each segment
+    rel_e = ekid_end - seg_base[sid_e]
+    rel_s = kid_start - seg_base[sid]
+    span = int(max(rel_e.max(), rel_s.max())) + 1
+    if n_seg * span >= 2**62:
+        return None
+    return sid_e * span + rel_e, sid * span + rel_s
+
+
 def _segment_of(
     ekids: np.ndarray, parent: np.ndarray, kids: np.ndarray, seg_first: np.ndarray
 ) -> np.ndarray:
     """For each ``ekids`` entry, the index of its parent's segment in ``kids`` order."""
     heads = parent[kids[seg_first]]  # parents in segment order (ascending)
     return np.searchsorted(heads, parent[ekids])
-
-
-def _pred_counts_sorted(
-    kids: np.ndarray,
-    ekids: np.ndarray,
-    parent: np.ndarray,
-    start: np.ndarray,
-    end: np.ndarray,
-    row: np.ndarray,
-    koff: np.ndarray,
-) -> np.ndarray:
-    """:func:`_pred_counts` by one sort of children and queries together (any time range)."""
-    m = len(kids)
-    kp = np.concatenate([parent[ekids], parent[kids]])
-    k1 = np.concatenate([end[ekids], start[kids]])
-    k2 = np.concatenate([start[ekids], start[kids]])
-    k3 = np.concatenate([row[ekids], row[kids]])
-    is_item = np.concatenate([np.ones(m, dtype=np.int64), np.zeros(m, dtype=np.int64)])
-    # On a full tie the query sorts first: only strictly smaller siblings are predecessors.
-    order = np.lexsort((is_item, k3, k2, k1, kp))
-    items_before = np.cumsum(is_item[order]) - is_item[order]
-    counts = np.empty(2 * m, dtype=np.int64)
-    counts[order] = items_before
-    q = counts[m:]
-    return q - koff[parent[kids]]
 
 
 def _fold_ranks(
