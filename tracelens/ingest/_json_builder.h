@@ -462,35 +462,30 @@ static const Text *names_get(const Names *table, const char *s, size_t n)
     return NULL;
 }
 
-/* A list field as list_field reads it: absent, null or any false value is empty; *items is
- * NULL when it holds nothing; anything else true: BAIL (Python words the error). */
-static int list_items(PyObject *v, PyObject **items, Py_ssize_t *n)
+/* OK for an absent or false value (Python's ``value or ...`` takes its default), BAIL for a true
+ * one of the wrong type (Python words the error). */
+static int only_false(PyObject *v)
 {
-    *items = NULL;
-    *n = 0;
-    if (v == NULL || v == Py_None)
-        return OK;
-    if (PyList_CheckExact(v)) {
-        *items = v;
-        *n = PyList_GET_SIZE(v);
-        return OK;
-    }
-    int truth = PyObject_IsTrue(v);
+    int truth = v == NULL || v == Py_None ? 0 : PyObject_IsTrue(v);
     return truth < 0 ? FAIL : truth ? BAIL : OK;
 }
 
-/* An optional object (``d.get(key) or {}``): NULL when false, BAIL when true but no dict. */
+/* A list field as list_field reads it: absent, null or any false value is empty; *items is
+ * NULL when it holds nothing. */
+static int list_items(PyObject *v, PyObject **items, Py_ssize_t *n)
+{
+    int list = v != NULL && PyList_CheckExact(v);
+    *items = list ? v : NULL;
+    *n = list ? PyList_GET_SIZE(v) : 0;
+    return list ? OK : only_false(v);
+}
+
+/* An optional object (``d.get(key) or {}``): NULL when false or empty. */
 static int opt_dict(PyObject *v, PyObject **out)
 {
-    *out = NULL;
-    if (v == NULL || v == Py_None)
-        return OK;
-    if (PyDict_CheckExact(v)) {
-        *out = PyDict_GET_SIZE(v) ? v : NULL;
-        return OK;
-    }
-    int truth = PyObject_IsTrue(v);
-    return truth < 0 ? FAIL : truth ? BAIL : OK;
+    int dict = v != NULL && PyDict_CheckExact(v);
+    *out = dict && PyDict_GET_SIZE(v) ? v : NULL;
+    return dict ? OK : only_false(v);
 }
 
 /* ---- attributes ----------------------------------------------------------------------------- */
@@ -522,6 +517,19 @@ static inline void set_int(Attr *a, int64_t v)
     a->is_json = 1;
     a->ival = v;
     a->nlen = fmt_i64(a->num, v);
+}
+
+/* An exact int; BAIL beyond int64 (json_scalar writes any size: Python). */
+static inline int set_long(Attr *a, PyObject *v)
+{
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return FAIL;
+    if (overflow)
+        return BAIL;
+    set_int(a, x);
+    return OK;
 }
 
 /* `obj`: the float the input holds, if it holds one. */
@@ -583,16 +591,10 @@ static int plain_value(Builder *self, PyObject *v, Attr *a)
         return OK;
     }
     if (PyLong_CheckExact(v)) {
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (x == -1 && PyErr_Occurred())
-            return FAIL;
-        if (!overflow) {
-            set_int(a, x);
-            return OK;
-        }
+        int rc = set_long(a, v);
+        return rc == BAIL ? slow_attr(self, v, a) : rc;
     }
-    else if (PyFloat_CheckExact(v))
+    if (PyFloat_CheckExact(v))
         return set_double(a, PyFloat_AS_DOUBLE(v), v);
     return slow_attr(self, v, a);
 }

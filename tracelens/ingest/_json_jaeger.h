@@ -44,16 +44,9 @@ static int jaeger_tag(Builder *self, PyObject *tag, Attr *a)
         }
     }
     else if (tn == 5 && !memcmp(t, "int64", 5)) {
-        if (PyLong_CheckExact(value)) {
-            int overflow;
-            long long x = PyLong_AsLongLongAndOverflow(value, &overflow);
-            if (x == -1 && PyErr_Occurred())
-                return FAIL;
-            if (!overflow) {
-                set_int(a, x);
-                return OK;
-            }
-        }
+        int rc = PyLong_CheckExact(value) ? set_long(a, value) : BAIL;
+        if (rc != BAIL)
+            return rc;
     }
     else if (tn == 7 && !memcmp(t, "float64", 7) && PyFloat_CheckExact(value))
         return set_double(a, PyFloat_AS_DOUBLE(value), value);

@@ -208,16 +208,7 @@ static int z_attr(Builder *self, Attr *a, int name, PyObject *v)
     attr_reset(self, a, self->words[name].p, self->words[name].n);
     if (PyUnicode_CheckExact(v))
         return set_str(a, v);
-    if (!PyLong_CheckExact(v))
-        return BAIL; /* str() of something else: Python */
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (x == -1 && PyErr_Occurred())
-        return FAIL;
-    if (overflow)
-        return BAIL;
-    set_int(a, x);
-    return OK;
+    return PyLong_CheckExact(v) ? set_long(a, v) : BAIL; /* str() of something else: Python */
 }
 
 /* A true value (``if value:``), 0 for a false one or none, FAIL on error. */
