@@ -306,6 +306,7 @@ class SpanBatch:
         self._sink = sink
         self._cols = SpanColumns()
         self._native: NativeColumns | None = None
+        self._native_make: Callable[[], NativeColumns] | None = None
         self._chunk_rows = chunk_rows or CHUNK_ROWS
         self._tables: list[pa.Table] = []
         self._repeated = 0
@@ -320,12 +321,13 @@ class SpanBatch:
         return self._cols
 
     def native(self, make: Callable[[], _Native]) -> _Native:
-        """The compiled builder (made by ``make`` the first time: one kind per batch), ready to
-        take spans."""
-        if len(self._cols):
+        """The compiled builder ``make`` makes (one per format: a file may mix formats line by
+        line; the previous builder's rows are flushed first), ready to take spans."""
+        if len(self._cols) or (self._native_make is not make and self._native is not None):
             self._flush()
-        if self._native is None:
+        if self._native_make is not make:
             self._native = make()
+            self._native_make = make
         return self._native  # type: ignore[return-value]
 
     def state(self) -> tuple[int, int]:

@@ -1,13 +1,14 @@
-"""The compiled OTLP/JSON column builder (``_json_native.c``) turned into span tables.
+"""The compiled JSON column builder (``_json_native.c``: OTLP/JSON, Jaeger, Zipkin) turned into
+span tables.
 
 orjson parses each document; the C builder walks its spans and fills column buffers, which become
 Arrow arrays here without a Python object per span or attribute.  It accepts only spans whose
-every part it understands and answers False for anything else; ``otlp_json.decode`` then rolls the
-builder back to the start of the document and decodes that document with the Python decoder, so
-the result (errors included) never depends on which path ran.  What the Python decoder reads
-anyway is read here by the very same functions: attribute values other than strings, ints, doubles
-and bools (``otlp_json.any_value``), events and links, and promoted ``tracelens.*`` values that
-need a conversion (``schema.PROMOTED_CONVERT``).
+every part it understands and answers False for anything else; ``decode`` then rolls the builder
+back to the start of the document and the format's Python decoder decodes that document, so the
+result (errors included) never depends on which path ran.  What the Python decoder reads anyway
+is read through callbacks by the very same functions (each format's module says which: attribute
+values of unusual types, events and links, ...), and promoted ``tracelens.*`` values that need a
+conversion by ``schema.PROMOTED_CONVERT``.
 
 ``tracelens_instrumentation._native.load`` (the one switch, ``TRACELENS_NO_NATIVE``) decides
 whether the compiled path is used, as does a failed import
@@ -23,8 +24,9 @@ import numpy as np
 import pyarrow as pa
 from tracelens_instrumentation import _native as native_switch
 
+from tracelens.ingest._common import SpanBatch
 from tracelens.ingest._native_columns import PROMOTED_KEYS, convert_promoted, int64_columns
-from tracelens.schema import COLUMNS, SPAN_KINDS, SPAN_SCHEMA, STATUS_CODES
+from tracelens.schema import COLUMNS, SPAN_KINDS, SPAN_SCHEMA, STATUS_CODES, json_scalar
 
 # Installed without a C compiler, or TRACELENS_NO_NATIVE: the Python decoder does everything.
 _native: Any = native_switch.load("tracelens.ingest._json_native")
@@ -55,22 +57,45 @@ _STRINGS: Final = (
 )
 
 
+class Slow(Exception):
+    """The compiled builder leaves this document to the Python decoder."""
+
+
 class NativeColumns:
-    """Span columns built by the C code; ``add`` takes the spans of one ScopeSpans entry."""
+    """Span columns built by the C code: ``add`` takes the spans of one OTLP ScopeSpans entry,
+    ``add_jaeger`` one Jaeger trace's, ``add_zipkin`` one Zipkin array (the C docstrings say
+    more).  The callbacks are the format's Python decoder's own functions."""
 
     def __init__(
         self,
         kind_names: dict[str, str],
         status_names: dict[str, str],
         slow_value: Callable[[Any], tuple[str, bool, Any] | None],
-        extras: Callable[[dict[str, Any]], tuple[str | None, str | None] | None],
+        extras: Callable[[dict[str, Any]], Any],
+        resource: Callable[[str], str] | None = None,
+        server_id: Callable[[str, int], str] | None = None,
     ) -> None:
         self._builder = _native.Builder(
-            PROMOTED_KEYS, SPAN_KINDS, STATUS_CODES, kind_names, status_names, slow_value, extras
+            PROMOTED_KEYS,
+            SPAN_KINDS,
+            STATUS_CODES,
+            kind_names,
+            status_names,
+            slow_value,
+            extras,
+            resource,
+            server_id,
         )
         self.add: Callable[[list[Any], str, str | None, str | None, str | None], bool] = (
             self._builder.add
         )
+        self.add_jaeger: Callable[
+            [list[Any], Any, dict[str, tuple[str, str]], tuple[str, ...]], bool
+        ]
+        self.add_jaeger = self._builder.add_jaeger
+        self.add_zipkin: Callable[
+            [list[Any], str, tuple[str, ...]], tuple[int, int, int] | None
+        ] = self._builder.add_zipkin
         self.mark: Callable[[], None] = self._builder.mark
         self.rollback: Callable[[], None] = self._builder.rollback
 
@@ -81,6 +106,37 @@ class NativeColumns:
         """The spans added so far as a span table; the builder starts empty again."""
         n, cols, promoted = self._builder.take()
         return _table(n, cols, promoted)
+
+
+def decode(
+    batch: SpanBatch,
+    make: Callable[[], NativeColumns],
+    document: Callable[[NativeColumns | None], None],
+) -> None:
+    """``document(builder)`` where the compiled builder is used, and, when it raises ``Slow``,
+    the builder and ``batch`` rolled back and ``document(None)``: the Python decoder, which alone
+    words errors, decodes the document from its start."""
+    if USE_NATIVE:
+        native = batch.native(make)
+        state = batch.state()
+        native.mark()
+        try:
+            document(native)
+        except Slow:
+            native.rollback()
+            batch.restore(state)
+        else:
+            batch.tick()
+            return
+    document(None)
+
+
+def stored(typed: Any) -> tuple[str, bool, Any]:
+    """What a slow_value callback answers for a typed attribute value: the map's text, whether it
+    is JSON, and the value (as ``SpanColumns`` stores it)."""
+    if type(typed) is str:
+        return typed, False, typed
+    return json_scalar(typed), True, typed
 
 
 def _bitmap(valid: bytes) -> pa.Buffer | None:

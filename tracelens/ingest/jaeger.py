@@ -15,6 +15,10 @@ arrived through Jaeger or as OTLP:
 * References: the first ``CHILD_OF`` is the parent (a ``FOLLOWS_FROM`` when there is no
   ``CHILD_OF``); every other reference becomes a link with ``opentracing.ref_type``.
 * Logs become events; a log's ``event`` field is the event name.
+
+Where it is built, the compiled builder (``_json_fast``, ``_json_jaeger.h``) reads the spans; this
+module decodes each trace's processes for it and answers its callbacks (unusual tag values,
+logs, references other than one parent), and decodes any document the builder leaves aside.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any, Final
 
 from tracelens_instrumentation import attributes as A
 
+from tracelens.ingest import _json_fast
 from tracelens.ingest._common import (
     FieldError,
     SpanBatch,
@@ -52,6 +57,17 @@ _TAG_ERROR: Final = "error"
 _SCOPE_NAME_TAGS: Final = ("otel.scope.name", "otel.library.name")
 _SCOPE_VERSION_TAGS: Final = ("otel.scope.version", "otel.library.version")
 _STATUS: Final = {"OK": "ok", "ERROR": "error", "UNSET": "unset"}
+# The tags a span's columns consume, in the order the compiled builder takes them.
+_CONSUMED: Final = (
+    _TAG_SPAN_KIND,
+    _TAG_STATUS_CODE,
+    _TAG_STATUS_DESCRIPTION,
+    _TAG_ERROR,
+    _SCOPE_NAME_TAGS[0],
+    _SCOPE_NAME_TAGS[1],
+    _SCOPE_VERSION_TAGS[0],
+    _SCOPE_VERSION_TAGS[1],
+)
 
 
 def looks_like(doc: Any) -> bool:
@@ -62,6 +78,18 @@ def looks_like(doc: Any) -> bool:
 
 def decode(doc: Any, batch: SpanBatch, warnings: list[str]) -> None:
     """Append the spans of every trace in ``doc`` to ``batch``."""
+    _json_fast.decode(
+        batch, _native_columns, lambda native: _document(doc, batch, warnings, native)
+    )
+
+
+def _native_columns() -> _json_fast.NativeColumns:
+    return _json_fast.NativeColumns({k: k for k in SPAN_KINDS}, _STATUS, _slow_tag, _extras)
+
+
+def _document(
+    doc: Any, batch: SpanBatch, warnings: list[str], native: _json_fast.NativeColumns | None
+) -> None:
     if type(doc) is dict and "data" in doc:
         traces, prefix = as_list(doc, "data"), "data"
     elif type(doc) is dict and "spans" in doc:
@@ -72,7 +100,7 @@ def decode(doc: Any, batch: SpanBatch, warnings: list[str]) -> None:
         raise FieldError("data", "missing: not a Jaeger JSON document ({data} or {traceID, spans})")
     for t, trace in enumerate(traces):
         try:
-            _trace(as_dict(trace, ""), batch, warnings)
+            _trace(as_dict(trace, ""), batch, warnings, native)
         except FieldError as exc:
             raise exc.under(f"{prefix}[{t}]" if prefix or type(doc) is list else "") from None
 
@@ -90,7 +118,12 @@ class _Process:
         self.resource_json = json_value({A.SERVICE_NAME: self.service, **tags})
 
 
-def _trace(trace: dict[str, Any], batch: SpanBatch, warnings: list[str]) -> None:
+def _trace(
+    trace: dict[str, Any],
+    batch: SpanBatch,
+    warnings: list[str],
+    native: _json_fast.NativeColumns | None,
+) -> None:
     processes: dict[str, _Process] = {}
     for pid, proc in as_dict(trace.get("processes") or {}, "processes").items():
         try:
@@ -99,9 +132,13 @@ def _trace(trace: dict[str, Any], batch: SpanBatch, warnings: list[str]) -> None
             raise exc.under(f"processes.{pid}") from None
     if "spans" not in trace:
         raise FieldError("spans", "missing: not a Jaeger trace")
-    missing: set[str] = set()
+    spans = as_list(trace, "spans")
     trace_id = trace.get("traceID")
-    for i, span in enumerate(as_list(trace, "spans")):
+    if native is not None:
+        _native_trace(spans, trace_id, processes, batch, native)
+        return
+    missing: set[str] = set()
+    for i, span in enumerate(spans):
         try:
             _span(as_dict(span, ""), trace_id, processes, missing, batch)
         except FieldError as exc:
@@ -114,6 +151,27 @@ def _trace(trace: dict[str, Any], batch: SpanBatch, warnings: list[str]) -> None
             f"spans name processes that the trace lacks ({', '.join(sorted(missing))}); "
             f"their service is {UNKNOWN_SERVICE}"
         )
+
+
+def _native_trace(
+    spans: list[Any],
+    trace_id: Any,
+    processes: dict[str, _Process],
+    batch: SpanBatch,
+    native: _json_fast.NativeColumns,
+) -> None:
+    """One trace's spans through the compiled builder (``_json_fast.Slow`` when it declines).
+    What the processes repeat on each span is counted at the most any of them could."""
+    shared = {pid: (p.service, p.resource_json) for pid, p in processes.items()}
+    most = max((len(s) + len(r) for s, r in shared.values()), default=0)
+    try:
+        done = batch.may_repeat(most * len(spans)) and native.add_jaeger(
+            spans, trace_id, shared, _CONSUMED
+        )
+    except Exception:  # the Python decoder meets the same and words it
+        done = False
+    if not done:
+        raise _json_fast.Slow
 
 
 def _span(
@@ -263,6 +321,26 @@ def _references(span: dict[str, Any]) -> tuple[str | None, list[dict[str, Any]] 
         if k != parent_at
     ]
     return parent, links or None
+
+
+def _slow_tag(tag: dict[str, Any]) -> tuple[str, bool, Any] | None:
+    """A tag the compiled builder does not read itself, as ``typed_tags`` and ``SpanColumns``
+    store it; None on a bad one."""
+    try:
+        return _json_fast.stored(_tag_value(tag.get("type"), tag.get("value")))
+    except Exception:  # FieldError, or OverflowError of float(): the Python decoder words it
+        return None
+
+
+def _extras(span: dict[str, Any]) -> tuple[str | None, str | None, str | None] | None:
+    """A span's events and links JSON and its parent, as ``_span`` and ``SpanColumns`` store
+    them, for the compiled builder; None when bad."""
+    try:
+        parent, links = _references(span)
+        events = _events(span)
+    except Exception:  # FieldError or a structural surprise: the Python decoder words it
+        return None
+    return (json_value(events) if events else None, json_value(links) if links else None, parent)
 
 
 def _events(span: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -37,7 +37,7 @@ from tracelens.ingest._common import (
     norm_trace_id,
     opt_str,
 )
-from tracelens.schema import SPAN_KINDS, STATUS_CODES, json_scalar, json_value
+from tracelens.schema import SPAN_KINDS, STATUS_CODES, json_value
 
 UNKNOWN_SERVICE: Final = "unknown_service"
 
@@ -64,29 +64,13 @@ def looks_like(doc: Any) -> bool:
 _Native = _json_fast.NativeColumns
 
 
-class _Slow(Exception):
-    """The compiled builder leaves this document to the Python decoder."""
-
-
 def decode(doc: Any, batch: SpanBatch, warnings: list[str]) -> None:
     """Append every span of one OTLP JSON document to ``batch``; bad values raise ``FieldError``.
 
     Where the compiled builder is built (``_json_fast``), it takes the spans; a document it leaves
     aside is decoded again from its start by the Python decoder below, which alone words errors.
     """
-    if _json_fast.USE_NATIVE:
-        native = batch.native(_native_columns)
-        state = batch.state()
-        native.mark()
-        try:
-            _document(doc, batch, native)
-        except _Slow:
-            native.rollback()
-            batch.restore(state)
-        else:
-            batch.tick()
-            return
-    _document(doc, batch, None)
+    _json_fast.decode(batch, _native_columns, lambda native: _document(doc, batch, native))
 
 
 def _native_columns() -> _Native:
@@ -159,7 +143,7 @@ def _scope_spans(
         except Exception:  # the Python decoder below meets the same and words it
             done = False
         if not done:
-            raise _Slow
+            raise _json_fast.Slow
         return
     for i, span in enumerate(spans):
         try:
@@ -365,14 +349,11 @@ def _read_all(items: list[Any], path: str, read: Callable[[Any], Any]) -> list[A
 
 def _slow_value(value: Any) -> tuple[str, bool, Any] | None:
     """An attribute value for the compiled builder, as ``attributes`` and ``SpanColumns`` store
-    it: the map's text, whether that text is JSON, and the typed value; None on a bad value."""
+    it (``_json_fast.stored``); None on a bad value."""
     try:
-        typed = any_value(value)
+        return _json_fast.stored(any_value(value))
     except FieldError:
         return None
-    if type(typed) is str:
-        return typed, False, typed
-    return json_scalar(typed), True, typed
 
 
 def _extras(span: dict[str, Any]) -> tuple[str | None, str | None] | None:

@@ -23,6 +23,10 @@ deterministic, so re-importing the file dedups) and the client half as its paren
 lone server half (its client not in the file) keeps its id.  When several server halves share one
 client (a Kafka message received by several consumers), the n-th after the first gets
 ``sha256(id + ":server:n")[:16]``, and the shared id's children attach to the first.
+
+Where it is built, the compiled builder (``_json_fast``, ``_json_zipkin.h``) reads each array,
+shared ids included, calling back here for unusual tag values, annotations, resources and server
+ids; an array it leaves aside is decoded by the Python code below.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from typing import Any, Final
 
 from tracelens_instrumentation import attributes as A
 
+from tracelens.ingest import _json_fast
 from tracelens.ingest._common import (
     FieldError,
     SpanBatch,
@@ -63,6 +68,17 @@ _KINDS: Final = {
     "CONSUMER": "consumer",
 }
 _ERROR_TAG: Final = "error"
+# The names the compiled builder writes, in its order.
+_NAMES: Final = (
+    _ERROR_TAG,
+    PEER_SERVICE,
+    SERVER_ADDRESS,
+    SERVER_PORT,
+    CLIENT_ADDRESS,
+    CLIENT_PORT,
+    LOCAL_ADDRESS,
+    LOCAL_PORT,
+)
 
 
 def looks_like(doc: Any) -> bool:
@@ -99,15 +115,38 @@ class _Span:
 
 def decode(doc: Any, batch: SpanBatch, warnings: list[str]) -> None:
     """Append the spans of one Zipkin v2 array to ``batch`` (shared ids resolved, see module)."""
+    _json_fast.decode(
+        batch, _native_columns, lambda native: _document(doc, batch, warnings, native)
+    )
+
+
+def _native_columns() -> _json_fast.NativeColumns:
+    return _json_fast.NativeColumns(
+        _KINDS, {}, _slow_value, _events_json, _resource_json, server_span_id
+    )
+
+
+def _document(
+    doc: Any, batch: SpanBatch, warnings: list[str], native: _json_fast.NativeColumns | None
+) -> None:
     if type(doc) is not list:
         raise FieldError("", "not a Zipkin v2 document (a JSON array of spans)")
+    if native is not None:
+        try:
+            counts = native.add_zipkin(doc, UNKNOWN_SERVICE, _NAMES)
+        except Exception:  # the Python decoder meets the same and words it
+            counts = None
+        if counts is None:
+            raise _json_fast.Slow
+        _warn(warnings, *counts)
+        return
     spans: list[_Span] = []
     for i, raw in enumerate(doc):
         try:
             spans.append(_Span(as_dict(raw, "")))
         except FieldError as exc:
             raise exc.under(f"[{i}]") from None
-    renamed = _split_shared(spans, warnings)
+    renamed, duplicates = _split_shared(spans)
     no_duration = no_timestamp = 0
     for i, span in enumerate(spans):
         if "timestamp" not in span.raw or span.raw["timestamp"] is None:
@@ -121,14 +160,24 @@ def decode(doc: Any, batch: SpanBatch, warnings: list[str]) -> None:
         except (TypeError, AttributeError, KeyError, ValueError) as exc:
             raise malformed(exc).under(f"[{i}]") from None
         batch.tick()
+    _warn(warnings, no_duration, no_timestamp, duplicates)
+
+
+def _warn(warnings: list[str], no_duration: int, no_timestamp: int, duplicates: int) -> None:
+    if duplicates:
+        warnings.append(
+            f"{duplicates} Zipkin spans repeat a span id that is not a client/server pair; "
+            "the store keeps the first of each"
+        )
     if no_duration:
         warnings.append(f"{no_duration} Zipkin spans have no duration; each ends where it starts")
     if no_timestamp:
         warnings.append(f"{no_timestamp} Zipkin spans have no timestamp and were skipped")
 
 
-def _split_shared(spans: list[_Span], warnings: list[str]) -> dict[tuple[str, str], str]:
-    """Give server halves of shared ids their own id; returns (trace, shared id) -> server id."""
+def _split_shared(spans: list[_Span]) -> tuple[dict[tuple[str, str], str], int]:
+    """Give server halves of shared ids their own id; returns (trace, shared id) -> server id,
+    and how many spans repeat an id otherwise (the store keeps one of each)."""
     groups: dict[tuple[str, str], list[_Span]] = defaultdict(list)
     for span in spans:
         groups[(span.trace_id, span.span_id)].append(span)
@@ -146,12 +195,7 @@ def _split_shared(spans: list[_Span], warnings: list[str]) -> dict[tuple[str, st
             server.span_id, server.parent, server.split = server_span_id(key[1], n), key[1], True
         renamed[key] = servers[0].span_id
         duplicates += len(clients) - 1
-    if duplicates:
-        warnings.append(
-            f"{duplicates} Zipkin spans repeat a span id that is not a client/server pair; "
-            "the store keeps the first of each"
-        )
-    return renamed
+    return renamed, duplicates
 
 
 def _append(span: _Span, renamed: dict[tuple[str, str], str], batch: SpanBatch) -> None:
@@ -208,6 +252,20 @@ def _address(
     port = endpoint.get("port")
     if port:
         tags[port_key] = port if type(port) is int else str(port)
+
+
+def _slow_value(value: Any) -> tuple[str, bool, Any]:
+    """A tag value other than str, int, float or bool, as ``SpanColumns`` stores it."""
+    return _json_fast.stored(value)
+
+
+def _events_json(raw: dict[str, Any]) -> str | None:
+    """A span's annotations as the events JSON ``SpanColumns`` stores; None when bad."""
+    try:
+        events = _events(raw)
+    except Exception:  # FieldError or a structural surprise: the Python decoder words it
+        return None
+    return json_value(events) if events else None
 
 
 def _events(raw: dict[str, Any]) -> list[dict[str, Any]] | None:
