@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final
 from urllib.parse import urlencode
@@ -59,7 +60,15 @@ _TOOL_WORDS: Final = {
     "get_weather": ("weather", "delay", "visit", "site"),
     "calendar": ("free", "calendar", "review", "when"),
 }
-TOOL_ORDER: Final = ("search_docs", "fetch_schema", "fetch_logs", "get_weather", "calendar")
+# Each tool's endpoint on the tool server (demo/tools.py), in planning order.
+TOOL_PATHS: Final = {
+    "search_docs": "/search_docs",
+    "fetch_schema": "/fetch_schema",
+    "fetch_logs": "/fetch_logs",
+    "get_weather": "/weather",
+    "calendar": "/calendar",
+}
+TOOL_ORDER: Final = tuple(TOOL_PATHS)
 
 
 @dataclass(frozen=True)
@@ -122,6 +131,7 @@ class Agent:
         self.model_slots = model_slots
         self.slots = asyncio.Semaphore(model_slots)
         self.stats = Stats()
+        self.tools = {name: self._tool(name, path) for name, path in TOOL_PATHS.items()}
 
     async def run(self, tasks: list[Task], concurrency: int) -> Stats:
         """Serves ``tasks`` with ``concurrency`` requests in flight at a time."""
@@ -151,7 +161,7 @@ class Agent:
             results.append(await self.call_tool(call))
         # Re-check the columns before drafting the answer: the same call, the same answer.
         schema_call = next(c for c in calls if c.tool == "fetch_schema")
-        results.append(await self.fetch_schema(schema_call))
+        results.append(await self.call_tool(schema_call))
         docs = self.retrieve(task.question, 5)
         draft = await self.chat(task.question, results, docs, DRAFT_TOKENS)
         if task.refine:
@@ -173,8 +183,16 @@ class Agent:
         return [ToolCall(t, _tool_args(t, task)) for t in picked]
 
     async def call_tool(self, call: ToolCall) -> Any:
-        method = getattr(self, call.tool)
-        return await method(call)
+        return await self.tools[call.tool](call)
+
+    def _tool(self, name: str, path: str) -> Callable[[ToolCall], Awaitable[Any]]:
+        """One tool as a traced call (a span named after the tool) to its endpoint."""
+
+        @trace(name=name)
+        async def tool(call: ToolCall) -> Any:
+            return await self._get(path, call)
+
+        return tool
 
     async def _get(self, path: str, call: ToolCall) -> Any:
         url = f"{self.tools_url}{path}?{urlencode(call.arguments)}"
@@ -191,26 +209,6 @@ class Agent:
         propagate.inject(headers)  # traceparent: the tool server sees our trace
         self.stats.tool_calls += 1
         return await request_json("GET", url, headers=headers)
-
-    @trace(name="search_docs")
-    async def search_docs(self, call: ToolCall) -> Any:
-        return await self._get("/search_docs", call)
-
-    @trace(name="fetch_schema")
-    async def fetch_schema(self, call: ToolCall) -> Any:
-        return await self._get("/fetch_schema", call)
-
-    @trace(name="fetch_logs")
-    async def fetch_logs(self, call: ToolCall) -> Any:
-        return await self._get("/fetch_logs", call)
-
-    @trace(name="get_weather")
-    async def get_weather(self, call: ToolCall) -> Any:
-        return await self._get("/weather", call)
-
-    @trace(name="calendar")
-    async def calendar(self, call: ToolCall) -> Any:
-        return await self._get("/calendar", call)
 
     @trace(name="retrieve")
     def retrieve(self, query: str, k: int) -> list[Any]:
