@@ -182,6 +182,27 @@ print([m for m in ("polars", "jinja2") if m in sys.modules])
     assert proc.stdout.strip() == "[]"
 
 
+def test_reading_a_store_loads_no_server_side() -> None:
+    """``analyze --db`` reads through ``collector.reader``; the receiving side (gRPC, the
+    protobuf decoder, prometheus-client, and pandas, which pyarrow pulls in on first use) cost
+    ~0.3 s to import and is not needed.  The package's names still resolve on first use."""
+    code = """
+import json, sys
+from tracelens.collector.reader import read_store
+server = ("grpc", "prometheus_client", "pandas", "tracelens.ingest.otlp_proto")
+loaded = [m for m in server if m in sys.modules]
+import tracelens.collector as c
+names = [getattr(c, n).__name__ for n in c.__all__]
+print(json.dumps([loaded, names]))
+"""
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    loaded, names = json.loads(proc.stdout)
+    assert loaded == []
+    assert names == ["CollectorConfig", "read_store", "run_collector"]
+
+
 def test_collect_rejects_options_that_cannot_work_before_starting(tmp_path: Any) -> None:
     from tracelens.errors import OptionError
 
