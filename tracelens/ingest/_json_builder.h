@@ -135,7 +135,7 @@ typedef struct {
     int n;
 } Names;
 
-#define MAX_WORDS 8 /* the attribute names a format's walk is given (see words_of) */
+#define MAX_WORDS 8 /* the attribute names a format's walk is given (see add_begin) */
 
 typedef struct {
     PyObject_HEAD
@@ -173,23 +173,77 @@ static int ready(Builder *self)
     return OK;
 }
 
-/* The names a walk needs from its Python decoder (the tags it consumes, the attributes it adds),
- * as `count` str in a tuple; read again only when another tuple comes. */
-static int words_of(Builder *self, PyObject *tuple, Py_ssize_t count)
+/* What every add* method checks first: the builder is ready, its arguments are `valid` (else a
+ * TypeError saying `usage`), and, when the walk takes `nwords` names from its Python decoder (the
+ * tags it consumes, the attributes it adds), the last argument is a tuple of them (read again only
+ * when another tuple comes).  BAIL when the spans (the first argument) are not a list. */
+static int add_begin(Builder *self, PyObject *const *args, Py_ssize_t nargs, int valid,
+                     const char *usage, Py_ssize_t nwords)
 {
-    if (tuple == self->words_from)
-        return OK;
-    if (text_tuple(tuple, self->words, count, "names"))
+    if (ready(self))
         return FAIL;
-    Py_XSETREF(self->words_from, Py_NewRef(tuple));
-    return OK;
+    if (!valid) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return FAIL;
+    }
+    PyObject *words = args[nargs - 1];
+    if (nwords > 0 && words != self->words_from) {
+        if (text_tuple(words, self->words, nwords, "names"))
+            return FAIL;
+        Py_XSETREF(self->words_from, Py_NewRef(words));
+    }
+    return PyList_CheckExact(args[0]) ? OK : BAIL;
 }
+
+/* The end of every add* method's docstring. */
+#define ADD_DOC_BAIL                                                                               \
+    "needs the Python decoder: the builder is then in an unusable state until rollback()."
 
 /* Drop what the callbacks returned for the span just added. */
 static int release_kept(Builder *self)
 {
     Py_ssize_t held = PyList_GET_SIZE(self->keep);
     return held && PyList_SetSlice(self->keep, 0, held, NULL) < 0 ? FAIL : OK;
+}
+
+/* One span (the i-th of its list) read by a format's walk; `ctx`: what the walk shares over the
+ * list. */
+typedef int (*SpanWalk)(Builder *self, PyObject *span, Py_ssize_t i, void *ctx);
+
+/* walk() over a list of spans until one does not answer OK; what the callbacks returned for a span
+ * is released after it. */
+static int each_span(Builder *self, PyObject *spans, SpanWalk walk, void *ctx)
+{
+    int rc = OK;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans) && rc == OK; i++) {
+        rc = walk(self, PyList_GET_ITEM(spans, i), i, ctx);
+        if (release_kept(self))
+            rc = FAIL;
+    }
+    return rc;
+}
+
+/* An add* method's answer: NULL on an error, else whether every span was taken. */
+static PyObject *added(int rc)
+{
+    return rc == FAIL ? NULL : PyBool_FromLong(rc == OK);
+}
+
+/* fn(arg) for the span being added, borrowed in *out (self->keep holds it): BAIL when it answers
+ * None (the Python decoder decides), FAIL on an error or when `shape` (see check_answer; NULL:
+ * any answer) does not fit. */
+static int call_back(Builder *self, PyObject *fn, PyObject *arg, const char *shape,
+                     const char *expected, PyObject **out)
+{
+    PyObject *res = keep_call(fn, arg, self->keep);
+    if (res == NULL)
+        return FAIL;
+    if (res == Py_None)
+        return BAIL;
+    if (shape != NULL && check_answer(res, shape, expected))
+        return FAIL;
+    *out = res;
+    return OK;
 }
 
 /* ---- keys of the parsed objects ------------------------------------------------------------- */
@@ -365,17 +419,7 @@ static int int_value(PyObject *v, int64_t *out)
         const char *s = utf8(v, &n);
         return s == NULL ? BAIL : parse_i64(s, n, out);
     }
-    if (PyLong_CheckExact(v)) {
-        int overflow;
-        long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-        if (x == -1 && PyErr_Occurred())
-            return FAIL;
-        if (overflow)
-            return BAIL;
-        *out = x;
-        return OK;
-    }
-    return BAIL;
+    return PyLong_CheckExact(v) ? long_value(v, out) : BAIL;
 }
 
 /* micros_to_ns of an int or integer string (Jaeger and Zipkin times); fractions: Python. */
@@ -414,16 +458,19 @@ static int put_norm_id(Buf *out, const char *s, size_t n, size_t hexlen, int pad
     return OK;
 }
 
-/* The same as a column value; BAIL when it is not a str. */
-static int put_id_col(StrCol *c, PyObject *v, size_t hexlen, int pad)
+/* The same of the str `v`; BAIL when it is not a str. */
+static int put_id_of(Buf *out, PyObject *v, size_t hexlen, int pad)
 {
     size_t n;
     const char *s = v != NULL && PyUnicode_CheckExact(v) ? utf8(v, &n) : NULL;
-    if (s == NULL)
-        return BAIL;
-    if (put_norm_id(&c->data, s, n, hexlen, pad))
-        return FAIL;
-    return sc_end(c, 1);
+    return s == NULL ? BAIL : put_norm_id(out, s, n, hexlen, pad);
+}
+
+/* The same as a column value. */
+static int put_id_col(StrCol *c, PyObject *v, size_t hexlen, int pad)
+{
+    int rc = put_id_of(&c->data, v, hexlen, pad);
+    return rc ? rc : sc_end(c, 1);
 }
 
 /* Whether `s` is `word` up to ASCII case (and ASCII itself); `upper`: the word is upper case. */
@@ -519,17 +566,15 @@ static inline void set_int(Attr *a, int64_t v)
     a->nlen = fmt_i64(a->num, v);
 }
 
-/* An exact int; BAIL beyond int64 (json_scalar writes any size: Python). */
+/* An int or an integer string as int_value reads it; BAIL beyond int64 (json_scalar writes any
+ * size: Python). */
 static inline int set_long(Attr *a, PyObject *v)
 {
-    int overflow;
-    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
-    if (x == -1 && PyErr_Occurred())
-        return FAIL;
-    if (overflow)
-        return BAIL;
-    set_int(a, x);
-    return OK;
+    int64_t x;
+    int rc = int_value(v, &x);
+    if (rc == OK)
+        set_int(a, x);
+    return rc;
 }
 
 /* `obj`: the float the input holds, if it holds one. */
@@ -558,26 +603,15 @@ static inline int attr_is_str(const Attr *a)
  * or None when Python must decide (a bad value). */
 static int slow_attr(Builder *self, PyObject *arg, Attr *a)
 {
-    PyObject *res = keep_call(self->slow_value, arg ? arg : Py_None, self->keep);
-    if (res == NULL)
-        return FAIL;
-    if (res == Py_None)
-        return BAIL;
-    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 3 ||
-        !PyUnicode_CheckExact(PyTuple_GET_ITEM(res, 0))) {
-        PyErr_SetString(PyExc_TypeError, "slow_value: expected (str, bool, value)");
-        return FAIL;
-    }
+    PyObject *res;
+    int rc = call_back(self, self->slow_value, arg ? arg : Py_None, "s??",
+                       "slow_value: expected (str, bool, value)", &res);
+    if (rc)
+        return rc;
     a->val = utf8(PyTuple_GET_ITEM(res, 0), &a->vlen);
     if (a->val == NULL)
         return BAIL;
-    int is_json = PyObject_IsTrue(PyTuple_GET_ITEM(res, 1));
-    if (is_json < 0)
-        return FAIL;
-    a->is_json = (uint8_t)is_json;
-    a->obj = PyTuple_GET_ITEM(res, 2);
-    a->cls = C_SLOW;
-    return OK;
+    return set_slow(a, PyTuple_GET_ITEM(res, 1), PyTuple_GET_ITEM(res, 2));
 }
 
 /* A JSON value as SpanColumns stores a typed attribute value: str as it is, int, float and bool
@@ -666,6 +700,32 @@ static Attr *attrs_room(Builder *self, size_t k)
     if (buf_grow(&self->attrs, (k ? k : 1) * sizeof(Attr)))
         return NULL;
     return (Attr *)self->attrs.p;
+}
+
+/* One item of a format's attribute list read into `a`. */
+typedef int (*AttrParse)(Builder *self, PyObject *item, Attr *a);
+
+/* A span's attribute list (as list_field reads the field), each item read by `parse`, a repeated
+ * key deduplicated: *at and *k. */
+static int attr_list(Builder *self, PyObject *field, AttrParse parse, Attr **at, size_t *k)
+{
+    PyObject *items;
+    Py_ssize_t n;
+    int rc = list_items(field, &items, &n);
+    if (rc)
+        return rc;
+    Attr *a = attrs_room(self, (size_t)n);
+    if (a == NULL)
+        return FAIL;
+    for (Py_ssize_t i = 0; i < n; i++)
+        if ((rc = parse(self, PyList_GET_ITEM(items, i), &a[i])))
+            return rc;
+    int dups;
+    if (n > 1 && (rc = dedupe(&self->sortkeys, a, (size_t)n, &dups)))
+        return rc;
+    *at = a;
+    *k = (size_t)n;
+    return OK;
 }
 
 /* The row's times; the row is complete. */

@@ -36,25 +36,8 @@ AVAILABLE: Final = _native is not None
 USE_NATIVE: bool = AVAILABLE
 """Decode with the compiled builder where it is built (tests switch it to compare the paths)."""
 
-# String columns the C code builds, with the ones that may be null.
-_STRINGS: Final = (
-    "trace_id",
-    "span_id",
-    "parent_span_id",
-    "name",
-    "service",
-    "span_kind",
-    "status_code",
-    "status_message",
-    "resource",
-    "scope_name",
-    "scope_version",
-    "events",
-    "links",
-    "kind",
-    "args_hash",
-    "result_hash",
-)
+# The span table's string columns: the C code builds each of them (with a validity byte a row).
+_STRINGS: Final = tuple(f.name for f in SPAN_SCHEMA if f.type == pa.string())
 
 
 class Slow(Exception):

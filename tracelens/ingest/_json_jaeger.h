@@ -167,10 +167,18 @@ static int jaeger_parent(Builder *self, PyObject *refs_field, PyObject *parent, 
 
 #define JV(key) v[(key) - J_TRACE_ID]
 
-/* One span, as jaeger._span reads it; `trace_id`: the trace's, for spans without their own. */
-static int jaeger_span(Builder *self, PyObject *sp, PyObject *trace_id, PyObject *processes)
+/* What a trace's spans share: its id (for spans without their own) and its processes. */
+typedef struct {
+    PyObject *trace_id, *processes;
+} JTrace;
+
+/* One span, as jaeger._span reads it; `ctx`: its JTrace. */
+static int jaeger_span(Builder *self, PyObject *sp, Py_ssize_t i, void *ctx)
 {
+    const JTrace *trace = ctx;
+    PyObject *trace_id = trace->trace_id, *processes = trace->processes;
     int rc;
+    (void)i;
     if (!PyDict_CheckExact(sp))
         return BAIL;
     PyObject *v[J_PARENT - J_TRACE_ID + 1];
@@ -209,15 +217,10 @@ static int jaeger_span(Builder *self, PyObject *sp, PyObject *trace_id, PyObject
     if ((rc = list_items(lf, &logs, &nlogs)))
         return rc;
     if (other || nlogs) {
-        PyObject *res = keep_call(self->extras, sp, self->keep);
-        if (res == NULL)
-            return FAIL;
-        if (res == Py_None)
-            return BAIL;
-        if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 3) {
-            PyErr_SetString(PyExc_TypeError, "extras: expected (events, links, parent)");
-            return FAIL;
-        }
+        PyObject *res;
+        if ((rc = call_back(self, self->extras, sp, "???", "extras: expected (events, links, parent)",
+                            &res)))
+            return rc;
         if ((rc = put_answer(&self->s[S_EVENTS], PyTuple_GET_ITEM(res, 0), "extras")) ||
             (rc = put_answer(&self->s[S_LINKS], PyTuple_GET_ITEM(res, 1), "extras")) ||
             (other && (rc = put_answer(&self->s[S_PID], PyTuple_GET_ITEM(res, 2), "extras"))))
@@ -225,19 +228,10 @@ static int jaeger_span(Builder *self, PyObject *sp, PyObject *trace_id, PyObject
     }
     else if ((rc = sc_null(&self->s[S_EVENTS])) || (rc = sc_null(&self->s[S_LINKS])))
         return rc;
-    PyObject *tags;
-    Py_ssize_t k;
-    if ((rc = list_items(JV(J_TAGS), &tags, &k)))
-        return rc;
-    Attr *at = attrs_room(self, (size_t)k);
-    if (at == NULL)
-        return FAIL;
-    for (Py_ssize_t i = 0; i < k; i++)
-        if ((rc = jaeger_tag(self, PyList_GET_ITEM(tags, i), &at[i])))
-            return rc;
-    int dups;
-    if ((k > 1 && (rc = dedupe(&self->sortkeys, at, (size_t)k, &dups))) ||
-        (rc = jaeger_consumed(self, at, (size_t)k)) || (rc = emit_attrs(self, at, (size_t)k)))
+    Attr *at;
+    size_t k;
+    if ((rc = attr_list(self, JV(J_TAGS), jaeger_tag, &at, &k)) ||
+        (rc = jaeger_consumed(self, at, k)) || (rc = emit_attrs(self, at, k)))
         return rc;
     if ((rc = put_str(&self->s[S_SERVICE], PyTuple_GET_ITEM(proc, 0))) ||
         (rc = put_opt_text(&self->s[S_RESOURCE], PyTuple_GET_ITEM(proc, 1))))
@@ -251,29 +245,15 @@ PyDoc_STRVAR(add_jaeger_doc,
 "add_jaeger(spans, trace_id, processes, tag_names) -> bool\n--\n\n"
 "Append the spans of one Jaeger trace; processes: processID -> (service, resource JSON);\n"
 "tag_names: the consumed tags (span kind, status code, status description, error, scope name,\n"
-"library name, scope version, library version).  False when a span needs the Python decoder:\n"
-"the builder is then in an unusable state until rollback().");
+"library name, scope version, library version).  False when a span " ADD_DOC_BAIL);
 
 static PyObject *Builder_add_jaeger(Builder *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (ready(self))
-        return NULL;
-    if (nargs != 4 || !PyDict_Check(args[2])) {
-        PyErr_SetString(PyExc_TypeError, "add_jaeger() takes (list, str, dict, tuple)");
-        return NULL;
+    int rc = add_begin(self, args, nargs, nargs == 4 && PyDict_Check(args[2]),
+                       "add_jaeger() takes (list, str, dict, tuple)", N_CONSUMED);
+    if (rc == OK) {
+        JTrace trace = {args[1], args[2]};
+        rc = each_span(self, args[0], jaeger_span, &trace);
     }
-    if (words_of(self, args[3], N_CONSUMED))
-        return NULL;
-    PyObject *spans = args[0];
-    if (!PyList_CheckExact(spans))
-        Py_RETURN_FALSE;
-    int rc = OK;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans) && rc == OK; i++) {
-        rc = jaeger_span(self, PyList_GET_ITEM(spans, i), args[1], args[2]);
-        if (release_kept(self))
-            rc = FAIL;
-    }
-    if (rc == FAIL)
-        return NULL;
-    return PyBool_FromLong(rc == OK);
+    return added(rc);
 }

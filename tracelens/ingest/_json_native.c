@@ -27,11 +27,7 @@ static int put_id(StrCol *c, PyObject *v, size_t hexlen, size_t b64len)
 {
     size_t n;
     const char *s = v != NULL && PyUnicode_CheckExact(v) ? utf8(v, &n) : NULL;
-    if (s == NULL || n == 0 || n == b64len)
-        return BAIL;
-    if (put_norm_id(&c->data, s, n, hexlen, 0))
-        return FAIL;
-    return sc_end(c, 1);
+    return s == NULL || n == 0 || n == b64len ? BAIL : put_id_col(c, v, hexlen, 0);
 }
 
 /* A name (span kind, status code) looked up in `names`, else the enum number in `table`. */
@@ -40,13 +36,11 @@ static int put_enum(StrCol *c, PyObject *v, PyObject *names, const Text *table, 
     if (v == NULL)
         return sc_add(c, table[0].p, table[0].n);
     if (PyLong_CheckExact(v)) {
-        int overflow;
-        long x = PyLong_AsLongAndOverflow(v, &overflow);
-        if (x == -1 && PyErr_Occurred())
-            return FAIL;
-        if (overflow || x < 0 || x >= count)
-            return BAIL;
-        return sc_add(c, table[x].p, table[x].n);
+        int64_t x;
+        int rc = long_value(v, &x);
+        if (rc)
+            return rc;
+        return x < 0 || x >= count ? BAIL : sc_add(c, table[x].p, table[x].n);
     }
     if (!PyUnicode_CheckExact(v))
         return BAIL;
@@ -59,7 +53,6 @@ static int put_enum(StrCol *c, PyObject *v, PyObject *names, const Text *table, 
 /* One {key, value} of a span's attributes, as attributes() + any_value() read it. */
 static int parse_attr(Builder *self, PyObject *kv, Attr *a)
 {
-    int rc;
     if (!PyDict_CheckExact(kv))
         return BAIL;
     PyObject *f[2], *v;
@@ -93,13 +86,8 @@ static int parse_attr(Builder *self, PyObject *kv, Attr *a)
     }
     if ((v = fv[0]) != NULL)
         return PyUnicode_CheckExact(v) ? set_str(a, v) : BAIL;
-    if ((v = fv[1]) != NULL) {
-        int64_t x;
-        if ((rc = int_value(v, &x)))
-            return rc;
-        set_int(a, x);
-        return OK;
-    }
+    if ((v = fv[1]) != NULL)
+        return set_long(a, v);
     if ((v = fv[2]) != NULL) {
         if (PyFloat_CheckExact(v))
             return set_double(a, PyFloat_AS_DOUBLE(v), v);
@@ -123,21 +111,10 @@ static int parse_attr(Builder *self, PyObject *kv, Attr *a)
 
 static int attributes(Builder *self, PyObject *field)
 {
-    PyObject *items;
-    Py_ssize_t k;
-    int rc = list_items(field, &items, &k);
-    if (rc)
-        return rc;
-    Attr *at = attrs_room(self, (size_t)k);
-    if (at == NULL)
-        return FAIL;
-    for (Py_ssize_t i = 0; i < k; i++)
-        if ((rc = parse_attr(self, PyList_GET_ITEM(items, i), &at[i])))
-            return rc;
-    int dups;
-    if (k > 1 && (rc = dedupe(&self->sortkeys, at, (size_t)k, &dups)))
-        return rc;
-    return emit_attrs(self, at, (size_t)k);
+    Attr *at;
+    size_t k;
+    int rc = attr_list(self, field, parse_attr, &at, &k);
+    return rc ? rc : emit_attrs(self, at, k);
 }
 
 /* Whether an optional list field holds nothing (absent, null or []). */
@@ -155,15 +132,10 @@ static int extras(Builder *self, PyObject *span, PyObject *events, PyObject *lin
             return rc;
         return OK;
     }
-    PyObject *res = keep_call(self->extras, span, self->keep);
-    if (res == NULL)
-        return FAIL;
-    if (res == Py_None)
-        return BAIL;
-    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
-        PyErr_SetString(PyExc_TypeError, "extras: expected (str | None, str | None)");
-        return FAIL;
-    }
+    PyObject *res;
+    if ((rc = call_back(self, self->extras, span, "??", "extras: expected (str | None, str | None)",
+                        &res)))
+        return rc;
     if ((rc = put_answer(&self->s[S_EVENTS], PyTuple_GET_ITEM(res, 0), "extras")))
         return rc;
     return put_answer(&self->s[S_LINKS], PyTuple_GET_ITEM(res, 1), "extras");
@@ -173,10 +145,12 @@ typedef struct {
     PyObject *service, *resource, *scope_name, *scope_version;
 } Shared;
 
-/* One span, as otlp_json._span reads it. */
-static int span(Builder *self, PyObject *sp, const Shared *sh)
+/* One span, as otlp_json._span reads it; `ctx`: the Shared values of its ScopeSpans entry. */
+static int span(Builder *self, PyObject *sp, Py_ssize_t i, void *ctx)
 {
+    const Shared *sh = ctx;
     int err = 0, rc;
+    (void)i;
     if (!PyDict_CheckExact(sp))
         return BAIL;
     PyObject *v[K_LINKS + 1];
@@ -332,33 +306,21 @@ static void Builder_dealloc(Builder *self)
 PyDoc_STRVAR(add_doc,
 "add(spans, service, resource, scope_name, scope_version) -> bool\n--\n\n"
 "Append the spans of one ScopeSpans entry (a list of parsed span objects).  False when one of\n"
-"them needs the Python decoder: the builder is then in an unusable state until rollback().");
+"them " ADD_DOC_BAIL);
 
 static PyObject *Builder_add(Builder *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (ready(self))
-        return NULL;
-    if (nargs != 5) {
-        PyErr_SetString(PyExc_TypeError, "add() takes 5 arguments");
-        return NULL;
+    int rc = add_begin(self, args, nargs, nargs == 5, "add() takes 5 arguments", 0);
+    if (rc == OK && !PyUnicode_CheckExact(args[1]))
+        rc = BAIL;
+    for (int i = 2; i < 5 && rc == OK; i++) /* resource, scope name, scope version */
+        if (args[i] != Py_None && !PyUnicode_CheckExact(args[i]))
+            rc = BAIL;
+    if (rc == OK) {
+        Shared sh = {args[1], args[2], args[3], args[4]};
+        rc = each_span(self, args[0], span, &sh);
     }
-    PyObject *spans = args[0];
-    Shared sh = {args[1], args[2], args[3], args[4]};
-    if (!PyList_CheckExact(spans) || !PyUnicode_CheckExact(sh.service))
-        Py_RETURN_FALSE;
-    PyObject *const *opt = args + 2;
-    for (int i = 0; i < 3; i++)
-        if (opt[i] != Py_None && !PyUnicode_CheckExact(opt[i]))
-            Py_RETURN_FALSE;
-    int rc = OK;
-    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(spans) && rc == OK; i++) {
-        rc = span(self, PyList_GET_ITEM(spans, i), &sh);
-        if (release_kept(self))
-            rc = FAIL;
-    }
-    if (rc == FAIL)
-        return NULL;
-    return PyBool_FromLong(rc == OK);
+    return added(rc);
 }
 
 static void do_mark(Builder *self)

@@ -47,13 +47,17 @@ static uint64_t hash_ids(const char *t, size_t tn, const char *s, size_t sn)
     return hash_bytes(hash_bytes(0x243F6A8885A308D3ULL, t, tn), s, sn);
 }
 
+/* One array's spans as the three passes share them. */
 typedef struct {
     Builder *self;
     ZSpan *zs;
     PyObject **fields; /* N_ZF per span, borrowed (the document holds them) */
     Py_ssize_t *slot;
     size_t mask;
-    int renamed; /* whether a shared id was split (children's parents to look up) */
+    PyObject *unknown;  /* the service of a span without one */
+    Py_ssize_t *counts; /* spans without a duration, without a timestamp, repeating an id */
+    int dups;           /* whether two spans share (trace id, span id) */
+    int renamed;        /* whether a shared id was split (children's parents to look up) */
 } ZIds;
 
 /* The slot of (trace id, span id) in the table: the first span of its group, or an empty slot. */
@@ -75,21 +79,16 @@ static Py_ssize_t *zid_slot(const ZIds *z, const char *t, size_t tn, const char 
 /* An id written to the arena: (offset, length); BAIL when it is not a str. */
 static int arena_id(Builder *self, PyObject *v, size_t hexlen, int pad, size_t *off, size_t *len)
 {
-    size_t n;
-    const char *s = v != NULL && PyUnicode_CheckExact(v) ? utf8(v, &n) : NULL;
-    if (s == NULL)
-        return BAIL;
     *off = self->arena.len;
-    if (put_norm_id(&self->arena, s, n, hexlen, pad))
-        return FAIL;
+    int rc = put_id_of(&self->arena, v, hexlen, pad);
     *len = self->arena.len - *off;
-    return OK;
+    return rc;
 }
 
 /* Pass one: a span's ids and kind, as zipkin._Span reads them, and its group. */
-static int zipkin_ids(ZIds *z, PyObject *raw, Py_ssize_t i, int *dups)
+static int zipkin_ids(Builder *self, PyObject *raw, Py_ssize_t i, void *ctx)
 {
-    Builder *self = z->self;
+    ZIds *z = ctx;
     ZSpan *s = &z->zs[i];
     int rc;
     if (!PyDict_CheckExact(raw))
@@ -132,7 +131,7 @@ static int zipkin_ids(ZIds *z, PyObject *raw, Py_ssize_t i, int *dups)
         ZSpan *g = &z->zs[*slot];
         z->zs[g->last].next = i;
         g->last = i;
-        *dups = 1;
+        z->dups = 1;
     }
     return OK;
 }
@@ -337,21 +336,22 @@ static int z_attributes(Builder *self, PyObject *const *f, const ZSpan *zs, PyOb
     return emit_attrs(self, at, k);
 }
 
-/* One span's row, as zipkin._append writes it; *skipped when it has no timestamp. */
-static int zipkin_row(ZIds *z, PyObject *raw, Py_ssize_t i, PyObject *unknown, int *skipped,
-                      int *no_duration)
+/* Pass three: one span's row, as zipkin._append writes it (none when it has no timestamp). */
+static int zipkin_row(Builder *self, PyObject *raw, Py_ssize_t i, void *ctx)
 {
-    Builder *self = z->self;
+    ZIds *z = ctx;
     const ZSpan *zs = &z->zs[i];
     PyObject *const *f = z->fields + (size_t)i * N_ZF, *local;
     int rc;
     PyObject *ts = ZF(f, Z_TIMESTAMP), *dur = ZF(f, Z_DURATION);
-    *skipped = ts == NULL || ts == Py_None;
-    if (*skipped)
+    if (ts == NULL || ts == Py_None) {
+        z->counts[1]++;
         return OK;
-    *no_duration = dur == NULL || dur == Py_None;
+    }
+    int no_duration = dur == NULL || dur == Py_None;
+    z->counts[0] += no_duration;
     int64_t start, duration = 0, end;
-    if ((rc = micros_value(ts, &start)) || (!*no_duration && (rc = micros_value(dur, &duration))))
+    if ((rc = micros_value(ts, &start)) || (!no_duration && (rc = micros_value(dur, &duration))))
         return rc;
     if (__builtin_add_overflow(start, duration, &end))
         return BAIL;
@@ -380,15 +380,12 @@ static int zipkin_row(ZIds *z, PyObject *raw, Py_ssize_t i, PyObject *unknown, i
         if ((service = get(local, E_SERVICE, &err)) == NULL && err)
             return FAIL;
     }
-    if ((rc = z_attributes(self, f, zs, local)) || (rc = z_service(self, service, unknown)))
+    if ((rc = z_attributes(self, f, zs, local)) || (rc = z_service(self, service, z->unknown)))
         return rc;
     if (truthy(ZF(f, Z_ANNOTATIONS))) {
-        PyObject *events = keep_call(self->extras, raw, self->keep);
-        if (events == NULL)
-            return FAIL;
-        if (events == Py_None)
-            return BAIL;
-        if ((rc = put_answer(&self->s[S_EVENTS], events, "extras")))
+        PyObject *events;
+        if ((rc = call_back(self, self->extras, raw, NULL, NULL, &events)) ||
+            (rc = put_answer(&self->s[S_EVENTS], events, "extras")))
             return rc;
     }
     else if ((rc = sc_null(&self->s[S_EVENTS])))
@@ -413,25 +410,14 @@ static int zipkin_spans(Builder *self, PyObject *spans, PyObject *unknown, Py_ss
         buf_grow(&self->table, size * sizeof(Py_ssize_t)))
         return FAIL;
     ZSpan *zs = (ZSpan *)self->scratch.p;
-    ZIds z = {self, zs, (PyObject **)(zs + (n ? n : 1)), (Py_ssize_t *)self->table.p, size - 1, 0};
+    ZIds z = {self, zs, (PyObject **)(zs + (n ? n : 1)), (Py_ssize_t *)self->table.p, size - 1,
+              unknown, counts, 0, 0};
     memset(z.slot, 0xff, size * sizeof(Py_ssize_t)); /* all -1: empty */
-    int rc, dups = 0;
-    for (Py_ssize_t i = 0; i < n; i++)
-        if ((rc = zipkin_ids(&z, PyList_GET_ITEM(spans, i), i, &dups)))
-            return rc;
-    if (dups && (rc = zipkin_split(&z, n, &counts[2])))
+    int rc;
+    if ((rc = each_span(self, spans, zipkin_ids, &z)) ||
+        (z.dups && (rc = zipkin_split(&z, n, &counts[2]))))
         return rc;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        int skipped = 0, no_duration = 0;
-        rc = zipkin_row(&z, PyList_GET_ITEM(spans, i), i, unknown, &skipped, &no_duration);
-        if (release_kept(self))
-            rc = FAIL;
-        if (rc)
-            return rc;
-        counts[0] += no_duration;
-        counts[1] += skipped;
-    }
-    return OK;
+    return each_span(self, spans, zipkin_row, &z);
 }
 
 #undef ZF
@@ -443,22 +429,15 @@ PyDoc_STRVAR(add_zipkin_doc,
 "Append the spans of one Zipkin v2 array, shared ids split; names: the error tag and the\n"
 "attributes the endpoints become (peer.service, server address and port, client address and\n"
 "port, local address and port).  The counts are those zipkin.decode warns of.  None when a span\n"
-"needs the Python decoder: the builder is then in an unusable state until rollback().");
+ADD_DOC_BAIL);
 
 static PyObject *Builder_add_zipkin(Builder *self, PyObject *const *args, Py_ssize_t nargs)
 {
-    if (ready(self))
-        return NULL;
-    if (nargs != 3 || !PyUnicode_CheckExact(args[1])) {
-        PyErr_SetString(PyExc_TypeError, "add_zipkin() takes (list, str, tuple)");
-        return NULL;
-    }
-    if (words_of(self, args[2], N_ZIPKIN_WORDS))
-        return NULL;
-    if (!PyList_CheckExact(args[0]))
-        Py_RETURN_NONE;
     Py_ssize_t counts[3] = {0, 0, 0};
-    int rc = zipkin_spans(self, args[0], args[1], counts);
+    int rc = add_begin(self, args, nargs, nargs == 3 && PyUnicode_CheckExact(args[1]),
+                       "add_zipkin() takes (list, str, tuple)", N_ZIPKIN_WORDS);
+    if (rc == OK)
+        rc = zipkin_spans(self, args[0], args[1], counts);
     if (rc == FAIL)
         return NULL;
     if (rc == BAIL)

@@ -3,7 +3,8 @@
  *
  * Why one header: both turn a span's attributes into the same Arrow columns by the same rules
  * (a repeated key keeps its first place and its last value, numbers are written as json_scalar
- * writes them, the promoted attributes go to their own columns), so those rules live here once.
+ * writes them, the promoted attributes go to their own columns) and read their Python callbacks'
+ * answers the same way (check_answer, set_slow), so those rules live here once.
  * Each file includes it first; everything is static, so each extension keeps its own copy of the
  * code and no symbol is shared between the two shared objects.
  */
@@ -161,6 +162,19 @@ static inline void set_bool(Attr *a, int v)
     memcpy(a->num, v ? "true" : "false", a->nlen);
 }
 
+/* A value a Python callback decoded: whether its text (already in a->val) is JSON, and the typed
+ * value, borrowed. */
+static inline int set_slow(Attr *a, PyObject *is_json, PyObject *typed)
+{
+    int json = PyObject_IsTrue(is_json);
+    if (json < 0)
+        return FAIL;
+    a->is_json = (uint8_t)json;
+    a->obj = typed;
+    a->cls = C_SLOW;
+    return OK;
+}
+
 /* The text written to the values column: the value itself for strings, else its JSON text. */
 static inline Text attr_text(const Attr *a)
 {
@@ -299,6 +313,35 @@ static PyObject *keep_call(PyObject *fn, PyObject *arg, PyObject *keep)
     int rc = PyList_Append(keep, res);
     Py_DECREF(res);
     return rc < 0 ? NULL : res;
+}
+
+/* Whether a callback's answer is a tuple of the shape `shape` spells, a letter an item ('s' a str,
+ * 'i' an int, '?' anything); when it is not, FAIL with a TypeError saying `expected`. */
+static int check_answer(PyObject *res, const char *shape, const char *expected)
+{
+    Py_ssize_t n = (Py_ssize_t)strlen(shape);
+    int fits = PyTuple_Check(res) && PyTuple_GET_SIZE(res) == n;
+    for (Py_ssize_t i = 0; fits && i < n; i++) {
+        PyObject *item = PyTuple_GET_ITEM(res, i);
+        fits = shape[i] == 's' ? PyUnicode_Check(item) : shape[i] == 'i' ? PyLong_Check(item) : 1;
+    }
+    if (fits)
+        return OK;
+    PyErr_SetString(PyExc_TypeError, expected);
+    return FAIL;
+}
+
+/* An int within int64 (BAIL beyond). */
+static inline int long_value(PyObject *v, int64_t *out)
+{
+    int overflow;
+    long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+    if (x == -1 && PyErr_Occurred())
+        return FAIL;
+    if (overflow)
+        return BAIL;
+    *out = x;
+    return OK;
 }
 
 /* A tuple of `count` str as UTF-8 (it lives as long as the caller's tuple). */

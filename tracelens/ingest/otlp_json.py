@@ -41,14 +41,15 @@ from tracelens.schema import SPAN_KINDS, STATUS_CODES, json_value
 
 UNKNOWN_SERVICE: Final = "unknown_service"
 
-_KIND_NAMES: Final = {
-    **{f"SPAN_KIND_{k.upper()}": k for k in SPAN_KINDS},
-    **{k.upper(): k for k in SPAN_KINDS},
-}
-_STATUS_NAMES: Final = {
-    **{f"STATUS_CODE_{c.upper()}": c for c in STATUS_CODES},
-    **{c.upper(): c for c in STATUS_CODES},
-}
+
+def _enum_names(prefix: str, values: tuple[str, ...]) -> dict[str, str]:
+    """How OTLP/JSON may spell an enum value by name (upper case, with or without the proto
+    prefix), to the value."""
+    return {**{f"{prefix}{v.upper()}": v for v in values}, **{v.upper(): v for v in values}}
+
+
+_KIND_NAMES: Final = _enum_names("SPAN_KIND_", SPAN_KINDS)
+_STATUS_NAMES: Final = _enum_names("STATUS_CODE_", STATUS_CODES)
 
 
 def looks_like(doc: Any) -> bool:
@@ -218,19 +219,20 @@ def _id(text: str, field: str, nbytes: int) -> str:
 
 
 def span_kind(value: Any, field: str) -> str:
-    if type(value) is int and 0 <= value < len(SPAN_KINDS):
-        return SPAN_KINDS[value]
-    if type(value) is str and value.upper() in _KIND_NAMES:
-        return _KIND_NAMES[value.upper()]
-    raise FieldError(field, f"not a span kind: {value!r:.60}")
+    return _enum(value, field, SPAN_KINDS, _KIND_NAMES, "a span kind")
 
 
 def status_code(value: Any, field: str) -> str:
-    if type(value) is int and 0 <= value < len(STATUS_CODES):
-        return STATUS_CODES[value]
-    if type(value) is str and value.upper() in _STATUS_NAMES:
-        return _STATUS_NAMES[value.upper()]
-    raise FieldError(field, f"not a status code: {value!r:.60}")
+    return _enum(value, field, STATUS_CODES, _STATUS_NAMES, "a status code")
+
+
+def _enum(value: Any, field: str, values: tuple[str, ...], names: dict[str, str], what: str) -> str:
+    """An OTLP enum as its number (an index into ``values``) or its name (see ``_enum_names``)."""
+    if type(value) is int and 0 <= value < len(values):
+        return values[value]
+    if type(value) is str and value.upper() in names:
+        return names[value.upper()]
+    raise FieldError(field, f"not {what}: {value!r:.60}")
 
 
 # AnyValues nest (arrays and kvlists of AnyValues); the readers below recurse one call level

@@ -53,13 +53,12 @@ from tracelens.ingest._common import (
 from tracelens.ingest.otlp_json import UNKNOWN_SERVICE
 from tracelens.schema import json_value
 
+# The attributes an endpoint becomes (OpenTelemetry semantic conventions): its service, and its
+# address and port by which side of the call it is (see the module docstring).
 PEER_SERVICE: Final = "peer.service"
-SERVER_ADDRESS: Final = "server.address"
-SERVER_PORT: Final = "server.port"
-CLIENT_ADDRESS: Final = "client.address"
-CLIENT_PORT: Final = "client.port"
-LOCAL_ADDRESS: Final = "network.local.address"
-LOCAL_PORT: Final = "network.local.port"
+SERVER_ENDPOINT: Final = ("server.address", "server.port")
+CLIENT_ENDPOINT: Final = ("client.address", "client.port")
+LOCAL_ENDPOINT: Final = ("network.local.address", "network.local.port")
 
 _KINDS: Final = {
     "CLIENT": "client",
@@ -69,16 +68,7 @@ _KINDS: Final = {
 }
 _ERROR_TAG: Final = "error"
 # The names the compiled builder writes, in its order.
-_NAMES: Final = (
-    _ERROR_TAG,
-    PEER_SERVICE,
-    SERVER_ADDRESS,
-    SERVER_PORT,
-    CLIENT_ADDRESS,
-    CLIENT_PORT,
-    LOCAL_ADDRESS,
-    LOCAL_PORT,
-)
+_NAMES: Final = (_ERROR_TAG, PEER_SERVICE, *SERVER_ENDPOINT, *CLIENT_ENDPOINT, *LOCAL_ENDPOINT)
 
 
 def looks_like(doc: Any) -> bool:
@@ -234,18 +224,15 @@ def _append(span: _Span, renamed: dict[tuple[str, str], str], batch: SpanBatch) 
 def _endpoints(
     local: dict[str, Any], remote: dict[str, Any], kind: str, tags: dict[str, Any]
 ) -> None:
-    _address(local, LOCAL_ADDRESS, LOCAL_PORT, tags)
+    _address(local, LOCAL_ENDPOINT, tags)
     if type(remote.get("serviceName")) is str and remote["serviceName"]:
         tags[PEER_SERVICE] = remote["serviceName"]
-    if kind == "server":
-        _address(remote, CLIENT_ADDRESS, CLIENT_PORT, tags)
-    else:
-        _address(remote, SERVER_ADDRESS, SERVER_PORT, tags)
+    _address(remote, CLIENT_ENDPOINT if kind == "server" else SERVER_ENDPOINT, tags)
 
 
-def _address(
-    endpoint: dict[str, Any], address_key: str, port_key: str, tags: dict[str, Any]
-) -> None:
+def _address(endpoint: dict[str, Any], names: tuple[str, str], tags: dict[str, Any]) -> None:
+    """The endpoint's address (ipv4, else ipv6) and port as the attributes ``names``."""
+    address_key, port_key = names
     address = endpoint.get("ipv4") or endpoint.get("ipv6")
     if address:
         tags[address_key] = str(address)

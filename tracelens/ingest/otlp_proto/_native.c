@@ -481,13 +481,8 @@ static PyObject *call_on_bytes(Ctx *c, PyObject *fn, Slice s)
 static int slow_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
 {
     PyObject *res = call_on_bytes(c, c->slow_kv, kv);
-    if (res == NULL)
+    if (res == NULL || check_answer(res, "ss??", "slow attribute: expected (str, str, bool, value)"))
         return FAIL;
-    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 4 ||
-        !PyUnicode_Check(PyTuple_GET_ITEM(res, 0)) || !PyUnicode_Check(PyTuple_GET_ITEM(res, 1))) {
-        PyErr_SetString(PyExc_TypeError, "slow attribute: expected (str, str, bool, value)");
-        return FAIL;
-    }
     Py_ssize_t kn, vn;
     a->key = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(res, 0), &kn);
     if (a->key == NULL)
@@ -495,14 +490,10 @@ static int slow_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
     a->val = PyUnicode_AsUTF8AndSize(PyTuple_GET_ITEM(res, 1), &vn);
     if (a->val == NULL)
         return FAIL;
-    int is_json = PyObject_IsTrue(PyTuple_GET_ITEM(res, 2));
-    if (is_json < 0)
-        return FAIL;
     a->klen = (size_t)kn;
     a->vlen = (size_t)vn;
-    a->is_json = (uint8_t)is_json;
-    a->obj = PyTuple_GET_ITEM(res, 3);
-    a->cls = C_SLOW;
+    if (set_slow(a, PyTuple_GET_ITEM(res, 2), PyTuple_GET_ITEM(res, 3)))
+        return FAIL;
     if (!known_key(a, hint))
         a->promoted = promoted_role(c->pkeys, a->key, a->klen);
     return OK;
@@ -697,18 +688,13 @@ static int status(Ctx *c, Slice st, int64_t *code, const char **msg, size_t *mle
         return OK;
     }
     PyObject *res = call_on_bytes(c, c->slow_status, st);
-    if (res == NULL)
+    if (res == NULL || check_answer(res, "i?", "slow status: expected (int, str | None)"))
         return FAIL;
-    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2 ||
-        !PyLong_Check(PyTuple_GET_ITEM(res, 0))) {
-        PyErr_SetString(PyExc_TypeError, "slow status: expected (int, str | None)");
+    int rc = long_value(PyTuple_GET_ITEM(res, 0), code);
+    if (rc == FAIL)
         return FAIL;
-    }
-    int overflow;
-    long long cv = PyLong_AsLongLongAndOverflow(PyTuple_GET_ITEM(res, 0), &overflow);
-    if (cv == -1 && PyErr_Occurred())
-        return FAIL;
-    *code = overflow ? -1 : cv;
+    if (rc == BAIL)
+        *code = -1; /* beyond int64: no status code */
     PyObject *text = PyTuple_GET_ITEM(res, 1);
     *msg = NULL;
     *mlen = 0;
@@ -901,33 +887,50 @@ static int setup_columns(Ctx *c)
     return OK;
 }
 
+/* The columns by the names Python reads them under. */
 static PyObject *result(Ctx *c)
 {
+    const struct {
+        const char *name;
+        const StrCol *col;
+    } strs[] = {
+        {"trace_id", &c->tid},
+        {"span_id", &c->sid},
+        {"parent_span_id", &c->pid},
+        {"name", &c->name},
+        {"status_message", &c->msg},
+        {"kind", &c->pstr[P_KIND]},
+        {"args_hash", &c->pstr[P_ARGS_HASH]},
+        {"result_hash", &c->pstr[P_RESULT_HASH]},
+        {"keys", &c->keys},
+        {"values", &c->values},
+        {"json_keys", &c->jkeys},
+        {"span_kind", &c->kind},
+        {"status_code", &c->status},
+    };
+    const struct {
+        const char *name;
+        const Buf *buf;
+    } bufs[] = {
+        {"start_ns", &c->start},
+        {"end_ns", &c->end},
+        {"cpu_ns", &c->cpu},
+        {"cpu_ns.valid", &c->cpu_valid},
+        {"map_offsets", &c->map_off},
+        {"json_offsets", &c->json_off},
+        {"json_valid", &c->json_valid},
+        {"problems", &c->problems},
+        {"checks", &c->checks},
+    };
     PyObject *cols = PyDict_New();
     if (cols == NULL)
         return NULL;
-    if (put_item(cols, "trace_id", sc_tuple(&c->tid)) ||
-        put_item(cols, "span_id", sc_tuple(&c->sid)) ||
-        put_item(cols, "parent_span_id", sc_tuple(&c->pid)) ||
-        put_item(cols, "name", sc_tuple(&c->name)) ||
-        put_item(cols, "status_message", sc_tuple(&c->msg)) ||
-        put_item(cols, "kind", sc_tuple(&c->pstr[P_KIND])) ||
-        put_item(cols, "args_hash", sc_tuple(&c->pstr[P_ARGS_HASH])) ||
-        put_item(cols, "result_hash", sc_tuple(&c->pstr[P_RESULT_HASH])) ||
-        put_item(cols, "keys", sc_tuple(&c->keys)) ||
-        put_item(cols, "values", sc_tuple(&c->values)) ||
-        put_item(cols, "json_keys", sc_tuple(&c->jkeys)) ||
-        put_item(cols, "span_kind", sc_tuple(&c->kind)) ||
-        put_item(cols, "status_code", sc_tuple(&c->status)) ||
-        put_item(cols, "start_ns", buf_bytes(&c->start)) ||
-        put_item(cols, "end_ns", buf_bytes(&c->end)) ||
-        put_item(cols, "cpu_ns", buf_bytes(&c->cpu)) ||
-        put_item(cols, "cpu_ns.valid", buf_bytes(&c->cpu_valid)) ||
-        put_item(cols, "map_offsets", buf_bytes(&c->map_off)) ||
-        put_item(cols, "json_offsets", buf_bytes(&c->json_off)) ||
-        put_item(cols, "json_valid", buf_bytes(&c->json_valid)) ||
-        put_item(cols, "problems", buf_bytes(&c->problems)) ||
-        put_item(cols, "checks", buf_bytes(&c->checks))) {
+    int rc = OK;
+    for (size_t i = 0; i < sizeof strs / sizeof strs[0] && rc == OK; i++)
+        rc = put_item(cols, strs[i].name, sc_tuple(strs[i].col));
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && rc == OK; i++)
+        rc = put_item(cols, bufs[i].name, buf_bytes(bufs[i].buf));
+    if (rc) {
         Py_DECREF(cols);
         return NULL;
     }
