@@ -119,6 +119,14 @@ static int read_ll(PyObject *obj, long long *out)
     return 0;
 }
 
+/* The fastcall convention's argument count: -1 with a TypeError spelling the call otherwise. */
+static int want_args(Py_ssize_t nargs, Py_ssize_t n, const char *usage)
+{
+    if (nargs == n) return 0;
+    PyErr_SetString(PyExc_TypeError, usage);
+    return -1;
+}
+
 static int read_thread(PyObject *obj, unsigned long long *out)
 {
     unsigned long long v = PyLong_AsUnsignedLongLong(obj);
@@ -156,11 +164,8 @@ static PyObject *rec_cpu_now(Record *self, PyObject *const *args, Py_ssize_t nar
 {
     unsigned long long thread;
     int ok;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "cpu_now(thread, reading)");
+    if (want_args(nargs, 2, "cpu_now(thread, reading)") < 0 || read_thread(args[0], &thread) < 0)
         return NULL;
-    }
-    if (read_thread(args[0], &thread) < 0) return NULL;
     long long v = cpu_now(self, thread, args[1], &ok);
     return ok ? PyLong_FromLongLong(v) : NULL;
 }
@@ -311,11 +316,7 @@ static int is_kind(PyObject *kind, PyObject *name)
 static PyObject *rec_suspend(Record *self, PyObject *const *args, Py_ssize_t nargs)
 {
     long long now;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "suspend(now, kind)");
-        return NULL;
-    }
-    if (read_ll(args[0], &now) < 0) return NULL;
+    if (want_args(nargs, 2, "suspend(now, kind)") < 0 || read_ll(args[0], &now) < 0) return NULL;
     self->susp_t = now;
     Py_INCREF(args[1]);
     Py_XSETREF(self->susp_kind, args[1]);
@@ -347,11 +348,8 @@ static PyObject *rec_resume(Record *self, PyObject *arg)
 static PyObject *rec_evidence(Record *self, PyObject *const *args, Py_ssize_t nargs)
 {
     long long amount;
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "evidence(kind, amount)");
+    if (want_args(nargs, 2, "evidence(kind, amount)") < 0 || read_ll(args[1], &amount) < 0)
         return NULL;
-    }
-    if (read_ll(args[1], &amount) < 0) return NULL;
     PyObject *kind = args[0];
     int hit;
     if ((hit = is_kind(kind, s_io)) != 0) {
