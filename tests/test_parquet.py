@@ -183,3 +183,31 @@ def test_the_library_refuses_sources_that_do_not_go_together(
     files = kwargs.pop("files", ())
     with pytest.raises(OptionError, match=re.escape(message)):
         api.analyze(files, **kwargs)
+
+
+def test_a_store_beside_a_parquet_set_is_refused_by_the_library_and_dropped_from_the_env(
+    tmp_path: Path,
+) -> None:
+    """``write_report`` and ``analyze`` (the library) refuse a store and a Parquet span set
+    together; the commands take ``--db`` from TRACELENS_DB as the default source only, so
+    ``report --parquet`` with that set reads the span set."""
+    from tracelens import api
+    from tracelens.errors import OptionError
+
+    fixture = FIXTURES / "otlp" / "hotrod_dispatch_jaeger-ui_v3_getTrace-response.json"
+    db, out = tmp_path / "a.duckdb", tmp_path / "spans"
+    runner = CliRunner()
+    assert runner.invoke(main, ["import", str(fixture), "--db", str(db)]).exit_code == 0
+    assert runner.invoke(main, ["export", "--db", str(db), "--parquet", str(out)]).exit_code == 0
+    html = tmp_path / "r.html"
+    with pytest.raises(OptionError, match="not several"):
+        api.analyze(db=str(db), parquet=str(out))
+    with pytest.raises(OptionError, match="not several"):
+        api.write_report(db=str(db), parquet=str(out), out=str(html))
+    assert not html.exists()
+    env = {"TRACELENS_DB": str(tmp_path / "elsewhere.duckdb")}
+    for args in (["report", "--parquet", str(out), "--out", str(html)],
+                 ["analyze", "--parquet", str(out), "--format", "json"]):  # fmt: skip
+        res = runner.invoke(main, args, env=env)
+        assert res.exit_code == 0, res.output
+    assert html.exists() and not (tmp_path / "elsewhere.duckdb").exists()

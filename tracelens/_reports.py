@@ -84,12 +84,12 @@ def write_report(
         return Written(paths=paths)
     if not out:
         raise OptionError("say where to write the report: --out FILE.html (or --weekly)")
-    from tracelens.api import _store_source, analyze
+    from tracelens.api import analyze
 
     bar = bar or Progress(enabled=False)
     analysis = analyze(
         files,
-        db=_store_source(db, parquet, spark_table),
+        db=db,
         input_format=input_format,
         keep_going=keep_going,
         findings=findings,

@@ -124,9 +124,9 @@ def _check_sources(
 def _store_source(
     db: str | None, parquet: str | os.PathLike[str] | None, spark_table: str | None
 ) -> str | None:
-    """``db``, unless a Parquet span set or a Spark table is the source: the store is only the
-    default one (for ``report`` and the ``analyze`` command, whose ``--db`` may come from
-    TRACELENS_DB and must not clash with ``--parquet``)."""
+    """``db``, unless a Parquet span set or a Spark table is the source: for the ``analyze`` and
+    ``report`` commands, whose ``--db`` may come from TRACELENS_DB and is then only the default
+    source.  The library calls take ``db`` as given and refuse it beside another source."""
     return None if parquet or spark_table else db
 
 

@@ -51,9 +51,10 @@ def report(**options: Any) -> None:
 
     The page needs no network and runs no script: mail it, attach it, print it.
     """
-    from tracelens.api import write_report
+    from tracelens.api import _store_source, write_report
     from tracelens.progress import Progress
 
+    options["db"] = _store_source(options["db"], options["parquet"], options["spark_table"])
     with input_errors(), Progress() as bar:
         written = write_report(**options, bar=bar)
     for p in written.paths:
