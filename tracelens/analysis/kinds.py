@@ -62,17 +62,17 @@ def attribute_columns(spans: pl.DataFrame, keys: Sequence[str]) -> list[pl.Serie
     attributes each.
     """
     n = spans.height
+    wanted = list(dict.fromkeys(keys))
     attrs = spans["attributes"]
     lens = attrs.map.len().fill_null(0).to_numpy()
     flat_keys = attrs.map.keys().explode(empty_as_null=False, keep_nulls=False)
-    hit = flat_keys.is_in(list(keys)).to_numpy()
+    hit = flat_keys.is_in(wanted).to_numpy()
     rows = np.repeat(np.arange(n, dtype=np.int64), lens)[hit]
-    code = flat_keys.filter(hit).cast(pl.Enum(list(dict.fromkeys(keys)))).to_physical()
+    code = flat_keys.filter(hit).cast(pl.Enum(wanted)).to_physical().to_numpy()
     values = attrs.map.values().explode(empty_as_null=False, keep_nulls=False).filter(hit)
-    code_of = code.to_numpy()
     out = []
-    for j, key in enumerate(dict.fromkeys(keys)):
-        at = np.flatnonzero(code_of == j)  # entries of this key, in row order
+    for j, key in enumerate(wanted):
+        at = np.flatnonzero(code == j)  # entries of this key, in row order
         r = rows[at]
         first = np.ones(len(r), dtype=bool)
         first[1:] = r[1:] != r[:-1]

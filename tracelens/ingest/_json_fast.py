@@ -74,8 +74,7 @@ class NativeColumns:
         )
         self.add_jaeger: Callable[
             [list[Any], Any, dict[str, tuple[str, str]], tuple[str, ...]], bool
-        ]
-        self.add_jaeger = self._builder.add_jaeger
+        ] = self._builder.add_jaeger
         self.add_zipkin: Callable[
             [list[Any], str, tuple[str, ...]], tuple[int, int, int] | None
         ] = self._builder.add_zipkin
