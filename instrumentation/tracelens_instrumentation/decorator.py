@@ -186,6 +186,10 @@ def _awaiting(obj: Any, yielded: Any, call: _call.Call) -> str | None:
         return A.WAIT
 
 
+def _unmeasured(yielded: Any) -> None:
+    return None
+
+
 def _judge_later(obj: Any, call: _call.Call) -> None:
     """Judges the suspension again right after the awaited task's first step has run."""
     asyncio = sys.modules.get("asyncio")
@@ -260,46 +264,55 @@ def _wrap_gen(func: Callable[..., Any], spec: _call.Spec) -> Any:
         parent = call.parent
         if parent is not None:
             parent.child_open(call.t0, _ident(), None)
-        return (yield from _drive_gen(func(*args, **kwargs), call))
+        items = fingerprint.StreamFingerprint()
+
+        def waiting(item: Any) -> str:  # until the consumer asks for the next item
+            _add(items, item)
+            return A.WAIT
+
+        try:
+            result = yield from _drive(func(*args, **kwargs), call, waiting)
+        except GeneratorExit:
+            _call.end(call, _finish(items))
+            raise
+        except BaseException as exc:
+            _call.end(call, None, None, exc)
+            raise
+        _call.end(call, _finish(items), result)
+        return result
 
     return wrapper
 
 
-def _drive_gen(gen: Generator[Any, Any, Any], call: _call.Call) -> Generator[Any, Any, Any]:
-    items = fingerprint.StreamFingerprint()
+def _drive(
+    it: Any, call: _call.Call, waiting: Callable[[Any], str | None]
+) -> Generator[Any, Any, Any]:
+    """Runs ``it`` (a generator, or one ``asend``/``athrow`` of an async generator) a ``send`` at
+    a time inside ``call``'s span, passing what it yields out and what comes back in; returns
+    what it returns.  Between steps the span is suspended, ``waiting(yielded)`` saying on what.
+    """
     value: Any = None
     error: BaseException | None = None
-    try:
-        while True:
-            call.step_begin(_ident())
-            call.resume(call.step_w)
-            token = _attach(call.ctx)
-            try:
-                item = gen.send(value) if error is None else gen.throw(error)
-            except StopIteration as stop:
-                result = stop.value
-                break
-            finally:
-                _detach(token)
-                call.step_end()
-            call.suspend(call.last_w, A.WAIT)  # until the consumer asks for the next item
-            _add(items, item)
-            try:
-                value = yield item
-                error = None
-            except GeneratorExit:
-                gen.close()
-                raise
-            except BaseException as exc:
-                value, error = None, exc
-    except GeneratorExit:
-        _call.end(call, _finish(items))
-        raise
-    except BaseException as exc:
-        _call.end(call, None, None, exc)
-        raise
-    _call.end(call, _finish(items), result)
-    return result
+    while True:
+        call.step_begin(_ident())
+        call.resume(call.step_w)
+        token = _attach(call.ctx)
+        try:
+            yielded = it.send(value) if error is None else it.throw(error)
+        except StopIteration as stop:
+            return stop.value
+        finally:
+            _detach(token)
+            call.step_end()
+        call.suspend(call.last_w, waiting(yielded))
+        try:
+            value = yield yielded
+            error = None
+        except GeneratorExit:
+            it.close()
+            raise
+        except BaseException as exc:
+            value, error = None, exc
 
 
 def _add(items: fingerprint.StreamFingerprint, item: Any) -> None:
@@ -318,43 +331,27 @@ def _finish(items: fingerprint.StreamFingerprint) -> tuple[str, tuple[str, ...]]
 
 
 class _AsyncGenStep:
-    """One ``asend``/``athrow`` of an async generator, driven a ``send`` at a time."""
+    """One ``asend``/``athrow`` of an async generator; ``_drive`` runs it for a measured span."""
 
-    __slots__ = ("agen", "call", "error", "value")
+    __slots__ = ("agen", "call", "error", "value", "waiting")
 
     def __init__(
-        self, agen: Any, call: _call.Call | None, value: Any, error: BaseException | None
+        self,
+        agen: Any,
+        call: _call.Call | None,
+        waiting: Callable[[Any], str | None],
+        value: Any,
+        error: BaseException | None,
     ) -> None:
-        self.agen, self.call, self.value, self.error = agen, call, value, error
+        self.agen, self.call, self.waiting = agen, call, waiting
+        self.value, self.error = value, error
 
     def __await__(self) -> Generator[Any, Any, Any]:
-        agen, call = self.agen, self.call
+        agen = self.agen
         step = agen.asend(self.value) if self.error is None else agen.athrow(self.error)
-        if call is None:
-            return (yield from step.__await__())
-        value: Any = None
-        error: BaseException | None = None
-        while True:
-            call.step_begin(_ident())
-            call.resume(call.step_w)
-            token = _attach(call.ctx)
-            try:
-                yielded = step.send(value) if error is None else step.throw(error)
-            except StopIteration as stop:
-                return stop.value  # the generator yielded an item
-            finally:
-                _detach(token)
-                call.step_end()
-            kind = _awaiting(agen, yielded, call) if call.measured else None
-            call.suspend(call.last_w, kind)
-            try:
-                value = yield yielded
-                error = None
-            except GeneratorExit:
-                step.close()
-                raise
-            except BaseException as exc:
-                value, error = None, exc
+        if self.call is None:
+            return step.__await__()
+        return _drive(step, self.call, self.waiting)
 
 
 def _wrap_async_gen(func: Callable[..., Any], spec: _call.Spec) -> Any:
@@ -368,12 +365,15 @@ def _wrap_async_gen(func: Callable[..., Any], spec: _call.Spec) -> Any:
         if call is not None and call.parent is not None:
             call.parent.child_open(call.t0, _ident(), None)
         items = fingerprint.StreamFingerprint() if call is not None else None
+        waiting: Callable[[Any], str | None] = _unmeasured
+        if call is not None and call.measured:
+            waiting = functools.partial(_awaiting, agen, call=call)
         value: Any = None
         error: BaseException | None = None
         try:
             while True:
                 try:
-                    item = await _AsyncGenStep(agen, call, value, error)
+                    item = await _AsyncGenStep(agen, call, waiting, value, error)
                 except StopAsyncIteration:
                     break
                 if call is not None and items is not None:
@@ -402,5 +402,4 @@ def _wrap_async_gen(func: Callable[..., Any], spec: _call.Spec) -> Any:
 
 
 sampler.add_boundary(_Stepper.__await__.__code__)
-sampler.add_boundary(_AsyncGenStep.__await__.__code__)
-sampler.add_boundary(_drive_gen.__code__)
+sampler.add_boundary(_drive.__code__)
