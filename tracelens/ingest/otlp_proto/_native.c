@@ -353,73 +353,92 @@ static int count_empty(Ctx *c)
     return FAIL;
 }
 
-/* The next field of a ResourceSpans or ScopeSpans entry (one layout: 1 the resource or scope,
- * 2 a repeated message, 3 schema_url): *f is 1 or 2 with *v its contents, or 0 for a field checked
- * and skipped.  A second field 1 is BAIL (a message field twice merges: left to the library). */
-static int entry_field(const uint8_t **p, const uint8_t *end, uint32_t *f, Slice *v, int *seen)
+/* Where a message keeps a repeated message field: the request (1 resource_spans), and the
+ * ResourceSpans and ScopeSpans entries (1 the resource or scope, 2 scope_spans or spans,
+ * 3 schema_url).  0: the message has no such field (field numbers start at 1). */
+typedef struct {
+    uint32_t each, head, url;
+} Layout;
+
+static const Layout REQUEST = {1, 0, 0}, ENTRY = {2, 1, 3};
+
+typedef int (*EachMessage)(Ctx *c, Slice v, void *arg);
+
+/* The message m laid out as `lay` says: *head is its head message and each repeated one, in
+ * order, goes to each(c, v, arg).  A second head is BAIL (a message field twice merges: left to
+ * the library), as is anything malformed. */
+static int walk_message(Ctx *c, Slice m, const Layout *lay, Slice *head, EachMessage each,
+                        void *arg)
 {
-    int wt;
-    if (!get_tag(p, end, f, &wt))
-        return BAIL;
-    if (*f == 3 && wt == WT_LEN) { /* schema_url: a string, so UTF-8 */
-        if (!get_len(p, end, v) || !utf8_ok(v->p, v->n))
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    int rc, seen_head = 0;
+    while (p < end) {
+        uint32_t f;
+        int wt;
+        Slice v;
+        if (!get_tag(&p, end, &f, &wt))
             return BAIL;
-        *f = 0;
+        if (f == lay->url && wt == WT_LEN) { /* schema_url: a string, so UTF-8 */
+            if (!get_len(&p, end, &v) || !utf8_ok(v.p, v.n))
+                return BAIL;
+        }
+        else if (f == lay->each || f == lay->head) {
+            if (wt != WT_LEN || !get_len(&p, end, &v))
+                return BAIL;
+            if (f == lay->each) {
+                if ((rc = each(c, v, arg)))
+                    return rc;
+            }
+            else if (seen_head++)
+                return BAIL;
+            else
+                *head = v;
+        }
+        else if (!skip_field(&p, end, wt))
+            return BAIL;
     }
-    else if (*f == 1 || *f == 2) {
-        if (wt != WT_LEN || !get_len(p, end, v))
-            return BAIL;
-        if (*f == 1 && (*seen)++)
-            return BAIL;
-    }
-    else if (!skip_field(p, end, wt))
-        return BAIL;
-    else
-        *f = 0;
     return OK;
+}
+
+/* A span of the group at index *arg: kept as bytes for pass 2. */
+static int add_span(Ctx *c, Slice v, void *arg)
+{
+    SpanRef ref = {v, *(size_t *)arg};
+    return buf_put(&c->spans, &ref, sizeof ref);
 }
 
 static int walk_scope_spans(Ctx *c, Slice m, size_t r, size_t s)
 {
-    const uint8_t *p = m.p, *end = m.p + m.n;
     Group g = {r, s, 0, {NULL, 0}};
-    size_t gi = c->grps.len / sizeof(Group);
-    int seen_scope = 0;
-    while (p < end) {
-        uint32_t f;
-        Slice v;
-        if (entry_field(&p, end, &f, &v, &seen_scope))
-            return BAIL;
-        if (f == 1)
-            g.scope = v;
-        else if (f == 2) {
-            SpanRef ref = {v, gi};
-            if (buf_put(&c->spans, &ref, sizeof ref))
-                return FAIL;
-            g.count++;
-        }
-    }
+    size_t gi = c->grps.len / sizeof(Group), spans_before = c->spans.len;
+    int rc = walk_message(c, m, &ENTRY, &g.scope, add_span, &gi);
+    if (rc)
+        return rc;
+    g.count = (c->spans.len - spans_before) / sizeof(SpanRef);
     if (g.count == 0 && count_empty(c))
         return FAIL;
     return buf_put(&c->grps, &g, sizeof g);
 }
 
+/* Where a ResourceSpans entry's ScopeSpans go: resource r, the next scope index s. */
+typedef struct {
+    size_t r, s;
+} ScopeAt;
+
+static int add_scope_spans(Ctx *c, Slice v, void *arg)
+{
+    ScopeAt *at = arg;
+    return walk_scope_spans(c, v, at->r, at->s++);
+}
+
 static int walk_resource_spans(Ctx *c, Slice m, size_t r)
 {
-    const uint8_t *p = m.p, *end = m.p + m.n;
     Slice resource = {NULL, 0};
-    size_t s = 0, spans_before = c->spans.len;
-    int rc, seen_resource = 0;
-    while (p < end) {
-        uint32_t f;
-        Slice v;
-        if (entry_field(&p, end, &f, &v, &seen_resource))
-            return BAIL;
-        if (f == 1)
-            resource = v;
-        else if (f == 2 && (rc = walk_scope_spans(c, v, r, s++)))
-            return rc;
-    }
+    ScopeAt at = {r, 0};
+    size_t spans_before = c->spans.len;
+    int rc = walk_message(c, m, &ENTRY, &resource, add_scope_spans, &at);
+    if (rc)
+        return rc;
     if (c->spans.len == spans_before && count_empty(c))
         return FAIL;
     PyObject *raw = PyBytes_FromStringAndSize((const char *)resource.p, (Py_ssize_t)resource.n);
@@ -430,27 +449,17 @@ static int walk_resource_spans(Ctx *c, Slice m, size_t r)
     return rc < 0 ? FAIL : OK;
 }
 
+static int add_resource_spans(Ctx *c, Slice v, void *arg)
+{
+    size_t *r = arg;
+    return walk_resource_spans(c, v, (*r)++);
+}
+
 static int walk_request(Ctx *c)
 {
-    const uint8_t *p = c->data, *end = c->data + c->size;
+    Slice request = {c->data, c->size}, none;
     size_t r = 0;
-    int rc;
-    while (p < end) {
-        uint32_t f;
-        int wt;
-        Slice v;
-        if (!get_tag(&p, end, &f, &wt))
-            return BAIL;
-        if (f == 1) {
-            if (wt != WT_LEN || !get_len(&p, end, &v))
-                return BAIL;
-            if ((rc = walk_resource_spans(c, v, r++)))
-                return rc;
-        }
-        else if (!skip_field(&p, end, wt))
-            return BAIL;
-    }
-    return OK;
+    return walk_message(c, request, &REQUEST, &none, add_resource_spans, &r);
 }
 
 /* ---- attributes ----------------------------------------------------------------------------- */
@@ -892,44 +901,39 @@ static PyObject *result(Ctx *c)
 {
     const struct {
         const char *name;
-        const StrCol *col;
-    } strs[] = {
-        {"trace_id", &c->tid},
-        {"span_id", &c->sid},
-        {"parent_span_id", &c->pid},
-        {"name", &c->name},
-        {"status_message", &c->msg},
-        {"kind", &c->pstr[P_KIND]},
-        {"args_hash", &c->pstr[P_ARGS_HASH]},
-        {"result_hash", &c->pstr[P_RESULT_HASH]},
-        {"keys", &c->keys},
-        {"values", &c->values},
-        {"json_keys", &c->jkeys},
-        {"span_kind", &c->kind},
-        {"status_code", &c->status},
-    };
-    const struct {
-        const char *name;
-        const Buf *buf;
-    } bufs[] = {
-        {"start_ns", &c->start},
-        {"end_ns", &c->end},
-        {"cpu_ns", &c->cpu},
-        {"cpu_ns.valid", &c->cpu_valid},
-        {"map_offsets", &c->map_off},
-        {"json_offsets", &c->json_off},
-        {"json_valid", &c->json_valid},
-        {"problems", &c->problems},
-        {"checks", &c->checks},
+        const StrCol *col; /* a string column, or else */
+        const Buf *buf;    /* a fixed-width one */
+    } out[] = {
+        {"trace_id", &c->tid, NULL},
+        {"span_id", &c->sid, NULL},
+        {"parent_span_id", &c->pid, NULL},
+        {"name", &c->name, NULL},
+        {"status_message", &c->msg, NULL},
+        {"kind", &c->pstr[P_KIND], NULL},
+        {"args_hash", &c->pstr[P_ARGS_HASH], NULL},
+        {"result_hash", &c->pstr[P_RESULT_HASH], NULL},
+        {"keys", &c->keys, NULL},
+        {"values", &c->values, NULL},
+        {"json_keys", &c->jkeys, NULL},
+        {"span_kind", &c->kind, NULL},
+        {"status_code", &c->status, NULL},
+        {"start_ns", NULL, &c->start},
+        {"end_ns", NULL, &c->end},
+        {"cpu_ns", NULL, &c->cpu},
+        {"cpu_ns.valid", NULL, &c->cpu_valid},
+        {"map_offsets", NULL, &c->map_off},
+        {"json_offsets", NULL, &c->json_off},
+        {"json_valid", NULL, &c->json_valid},
+        {"problems", NULL, &c->problems},
+        {"checks", NULL, &c->checks},
     };
     PyObject *cols = PyDict_New();
     if (cols == NULL)
         return NULL;
     int rc = OK;
-    for (size_t i = 0; i < sizeof strs / sizeof strs[0] && rc == OK; i++)
-        rc = put_item(cols, strs[i].name, sc_tuple(strs[i].col));
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0] && rc == OK; i++)
-        rc = put_item(cols, bufs[i].name, buf_bytes(bufs[i].buf));
+    for (size_t i = 0; i < sizeof out / sizeof out[0] && rc == OK; i++)
+        rc = put_item(cols, out[i].name,
+                      out[i].col ? sc_tuple(out[i].col) : buf_bytes(out[i].buf));
     if (rc) {
         Py_DECREF(cols);
         return NULL;
