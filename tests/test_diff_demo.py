@@ -64,7 +64,7 @@ for r in range(int(rounds)):
         t0 = time.time_ns()
         s = run_demo(file=out, requests=int(per_round), concurrency=1, model_slots=2, seed=r,
                      speed=speed, vllm=False, echo=lambda line: None)
-        assert s.failed == 0 and s.flushed, s
+        assert s.stats.failed == 0 and s.flushed, s
         blocks.append([name, t0, time.time_ns()])
 print(json.dumps(blocks))
 """

@@ -63,10 +63,11 @@ def demo(summary_json: str | None, **options: Any) -> None:
     with service_errors():
         summary = run_demo(**options, echo=lambda line: click.echo(f"demo: {line}"))
     where = " and ".join(x for x in (summary.endpoint, summary.file) if x)
+    stats = summary.stats
     click.echo(
-        f"demo: {summary.requests} requests ({summary.failed} failed) in {summary.wall_s:.1f} s: "
-        f"{summary.tool_calls} tool calls, {summary.model_calls} model calls "
-        f"({summary.queue_waits} waited for a model slot), {summary.spans} spans in "
+        f"demo: {stats.requests} requests ({stats.failed} failed) in {summary.wall_s:.1f} s: "
+        f"{stats.tool_calls} tool calls, {stats.model_calls} model calls "
+        f"({stats.queue_waits} waited for a model slot), {summary.spans} spans in "
         f"{summary.traces} traces exported to {where}"
     )
     if summary.simulated:
@@ -74,9 +75,9 @@ def demo(summary_json: str | None, **options: Any) -> None:
     if summary_json:
         with open(summary_json, "w", encoding="utf-8") as fh:
             json.dump(summary.to_dict(), fh, indent=2)
-    for err in summary.errors:
+    for err in stats.errors:
         click.echo(f"demo: error: {err}", err=True)
     if not summary.flushed:
         click.echo(f"demo: error: not every span reached {where} (see the log above)", err=True)
-    if summary.failed or not summary.flushed:
+    if stats.failed or not summary.flushed:
         sys.exit(EXIT_FAILED)

@@ -10,7 +10,7 @@ import asyncio
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from opentelemetry.sdk.trace import SpanProcessor
@@ -44,13 +44,11 @@ class DemoOptions:
 
 @dataclass
 class DemoSummary:
-    requests: int
-    failed: int
+    """What the demo did: the agent's counts (its first 20 errors) and where the spans went."""
+
+    stats: Stats
     spans: int
     traces: int
-    tool_calls: int
-    model_calls: int
-    queue_waits: int
     wall_s: float
     model: str
     simulated: bool
@@ -60,10 +58,11 @@ class DemoSummary:
     tools_url: str
     model_url: str | None
     traceparents_seen_by_tools: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The counts at the top level, beside the rest (``--summary-json``)."""
+        out = asdict(self)
+        return {**out.pop("stats"), **out}
 
 
 class ServerThread:
@@ -183,15 +182,10 @@ def run_demo(options: DemoOptions, echo: Echo = print, probe: Probe | None = Non
         run = asyncio.run(_main(options, servers, corpus, model_dir, why, echo, probe))
         seen = list(servers.tools.traceparents)
     flushed = flush(30.0)
-    stats = run.stats
     return DemoSummary(
-        requests=stats.requests,
-        failed=stats.failed,
+        stats=replace(run.stats, errors=run.stats.errors[:20]),
         spans=run.spans,
         traces=run.traces,
-        tool_calls=stats.tool_calls,
-        model_calls=stats.model_calls,
-        queue_waits=stats.queue_waits,
         wall_s=round(run.wall_s, 3),
         model=run.model,
         simulated=run.simulated,
@@ -201,7 +195,6 @@ def run_demo(options: DemoOptions, echo: Echo = print, probe: Probe | None = Non
         tools_url=servers.tools_url,
         model_url=servers.model_url,
         traceparents_seen_by_tools=seen,
-        errors=stats.errors[:20],
     )
 
 
