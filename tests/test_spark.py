@@ -230,3 +230,26 @@ def test_cli_engine_spark(spark: Any, tmp_path: Path) -> None:
     assert "n_plus_one" in html.read_text() or "N+1" in html.read_text()
     refused = runner.invoke(main, ["analyze", "--engine", "spark"])
     assert refused.exit_code == 2 and "--parquet" in refused.output
+
+
+def test_cli_engine_spark_what_if(spark: Any, tmp_path: Path) -> None:
+    """``--what-if`` on Spark gives the embedded engine's finding: the hand-derived one of
+    ``test_latency.test_analyze_what_if_option_adds_the_finding`` (20 of the 40-token calls'
+    output tokens cut at 3 ms each, in 5 of 15 traces)."""
+    from test_latency import workload
+
+    out = tmp_path / "spans"
+    write_parquet(workload().to_arrow(), out)
+    args = ["analyze", "--parquet", str(out), "--no-findings", "--format", "json"]
+    args += ["--what-if", "cap-output=20"]
+    runner = CliRunner()
+    embedded = runner.invoke(main, args)
+    on_spark = runner.invoke(main, [*args, "--engine", "spark"])
+    assert on_spark.exit_code == 0, on_spark.output
+    got = json.loads(on_spark.output)
+    assert got == json.loads(embedded.output)
+    (found,) = got["findings"]
+    assert found["what_if"] == "cap_output=20" and found["traces"] == 5
+    assert found["saving_ms"]["p50"] == pytest.approx(60.0, rel=0.01)
+    bad = runner.invoke(main, [*args[:-2], "--what-if", "faster=2", "--engine", "spark"])
+    assert bad.exit_code == 2 and "unknown what-if" in bad.output

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from tracelens._reports import Written, weeks_in, write_report, write_weekly
     from tracelens.analysis import Analysis
     from tracelens.analysis.diff import Diff
+    from tracelens.analysis.whatif import WhatIf
     from tracelens.collector import CollectorConfig
     from tracelens.collector.service import Announce
     from tracelens.demo import DemoSummary
@@ -166,6 +167,7 @@ def analyze(
 
     bar = bar or Progress(enabled=False)
     _check_sources(files, parquet, engine, spark_table)
+    whats = _what_ifs(what_if)
     if engine != "embedded":
         from tracelens.engines import get_engine
         from tracelens.engines.spark import SparkTable
@@ -175,35 +177,43 @@ def analyze(
         bar.set_label(f"analysing on {engine}")
         source = SparkTable(spark_table) if spark_table else parquet
         result = get_engine(engine, master=master).analyze(source, top=top, findings=findings)
-        return _flamegraph(result, flamegraph_out)
-    loaded = load_spans(
-        files,
-        db=db,
-        input_format=input_format,
-        keep_going=keep_going,
-        columns=ANALYSIS_COLUMNS,
-        start_ns=start_ns,
-        end_ns=end_ns,
-        bar=bar,
-        parquet=parquet,
-    )
-    bar.set_label(f"analysing {loaded.spans.num_rows:,} spans")
-    notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
-    result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)
-    result.errors = list(loaded.errors)
-    if what_if:
-        from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS, WhatIf
+    else:
+        loaded = load_spans(
+            files,
+            db=db,
+            input_format=input_format,
+            keep_going=keep_going,
+            columns=ANALYSIS_COLUMNS,
+            start_ns=start_ns,
+            end_ns=end_ns,
+            bar=bar,
+            parquet=parquet,
+        )
+        bar.set_label(f"analysing {loaded.spans.num_rows:,} spans")
+        notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
+        result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)
+        result.errors = list(loaded.errors)
+    if whats:
+        from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS
         from tracelens.analysis.whatif import findings as what_if_findings
 
-        try:
-            whats = [WhatIf.parse(w) for w in what_if]
-        except ValueError as exc:
-            raise OptionError(f"--what-if: {exc}") from None
         threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
         result.findings.extend(
             what_if_findings(result.traces, whats, threshold_ms=threshold, fits=result.models)
         )
     return _flamegraph(result, flamegraph_out)
+
+
+def _what_ifs(what_if: Sequence[str]) -> list[WhatIf]:
+    """The ``--what-if`` values, parsed before any span is read (on either engine)."""
+    if not what_if:
+        return []
+    from tracelens.analysis.whatif import WhatIf
+
+    try:
+        return [WhatIf.parse(w) for w in what_if]
+    except ValueError as exc:
+        raise OptionError(f"--what-if: {exc}") from None
 
 
 def _flamegraph(result: Analysis, path: str | os.PathLike[str] | None) -> Analysis:
