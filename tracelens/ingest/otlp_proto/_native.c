@@ -457,7 +457,7 @@ static int add_resource_spans(Ctx *c, Slice v, void *arg)
 
 static int walk_request(Ctx *c)
 {
-    Slice request = {c->data, c->size}, none;
+    Slice request = {c->data, c->size}, none = {NULL, 0}; /* a request has no head */
     size_t r = 0;
     return walk_message(c, request, &REQUEST, &none, add_resource_spans, &r);
 }
