@@ -2,7 +2,7 @@
 
 Most results' JSON is their fields in order under their own names, some rounded: one helper
 spells that once, instead of every class naming each field twice; ``Record`` gives a class
-that is all fields its ``to_dict``.  What a document renames or
+that is all fields its ``to_dict``, rounded as its ``DIGITS`` say.  What a document renames or
 nests stays written out in the class's ``to_dict``.
 """
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import fields, is_dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 
 def fields_dict(obj: Any, *names: str, digits: Mapping[str, int] | None = None) -> dict[str, Any]:
@@ -28,10 +28,13 @@ def fields_dict(obj: Any, *names: str, digits: Mapping[str, int] | None = None) 
 
 
 class Record:
-    """A result (a dataclass) whose JSON is all its fields, in order: ``fields_dict``."""
+    """A result (a dataclass) whose JSON is all its fields, in order: ``fields_dict``, each
+    field named in the class's ``DIGITS`` rounded to that many decimals."""
+
+    DIGITS: ClassVar[Mapping[str, int]] = {}
 
     def to_dict(self) -> dict[str, Any]:
-        return fields_dict(self)
+        return fields_dict(self, digits=self.DIGITS)
 
 
 def _plain(value: Any) -> Any:

@@ -23,14 +23,15 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, ClassVar, Final
 
 import polars as pl
 from tracelens_instrumentation import attributes as A
 
 from tracelens.analysis.core import TraceAnalysis
-from tracelens.analysis.fields import fields_dict
+from tracelens.analysis.fields import Record, fields_dict
 
 TOP: Final = 20
 MAX_WARNINGS: Final = 5
@@ -44,14 +45,13 @@ Stack = tuple[str, ...]
 
 
 @dataclass(frozen=True)
-class Quantiles:
+class Quantiles(Record):
     """Per-trace milliseconds over the profiled traces (traces without the function count 0)."""
+
+    DIGITS: ClassVar[Mapping[str, int]] = {"p50": 3, "p95": 3}
 
     p50: float
     p95: float
-
-    def to_dict(self) -> dict[str, float]:
-        return fields_dict(self, digits={"p50": 3, "p95": 3})
 
 
 @dataclass(frozen=True)
@@ -79,13 +79,12 @@ class FunctionTime:
 
 
 @dataclass(frozen=True)
-class ModuleTime:
+class ModuleTime(Record):
+    DIGITS: ClassVar[Mapping[str, int]] = {"self_ms": 3, "share": 4}
+
     module: str  # top-level package of the innermost frame ("json", "logging", "myagent")
     self_ms: float
     share: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return fields_dict(self, digits={"self_ms": 3, "share": 4})
 
 
 @dataclass(frozen=True)
