@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Final
 
 import pyarrow as pa
@@ -38,19 +39,16 @@ class _Unavailable(Exception):
     """A read the store cannot answer now (503 with the reason, at once)."""
 
 
+@dataclass
 class Routes:
-    def __init__(
-        self,
-        receiver: Receiver,
-        reader: DuckDBStore,
-        token: str | None,
-        metrics: CollectorMetrics | None = None,
-    ) -> None:
-        self._receiver = receiver
-        self._reader = reader
-        self._token = token
-        self._metrics = metrics
-        self.draining = False
+    """The collector's endpoints over its receiver (writes) and reader (reads); ``token``, when
+    set, guards every one of them."""
+
+    receiver: Receiver
+    reader: DuckDBStore
+    token: str | None = field(repr=False)
+    metrics: CollectorMetrics | None = None
+    draining: bool = field(default=False, init=False)
 
     def refuse(self, status: int, message: str, media: str = otlp.JSON) -> Response:
         code = {
@@ -68,7 +66,7 @@ class Routes:
 
     async def __call__(self, request: Request, body: Callable[[], Awaitable[bytes]]) -> Response:
         if not self._authorized(request):
-            self._receiver.stats.add(requests_unauthorized=1)
+            self.receiver.stats.add(requests_unauthorized=1)
             response = self.refuse(
                 401, "missing or wrong Authorization: Bearer token", _answer_media(request)
             )
@@ -96,27 +94,27 @@ class Routes:
         if path in ("/health", "/healthz"):
             return self._health()
         if path == "/stats":
-            return Response(200, json.dumps(self._receiver.stats.snapshot()).encode())
+            return Response(200, json.dumps(self.receiver.stats.snapshot()).encode())
         if path == "/v1/spans":
             return await self._spans(request)
-        if path == "/metrics" and self._metrics is not None:
-            text = await asyncio.get_running_loop().run_in_executor(None, self._metrics.exposition)
+        if path == "/metrics" and self.metrics is not None:
+            text = await asyncio.get_running_loop().run_in_executor(None, self.metrics.exposition)
             return Response(200, text, METRICS_TYPE)
         return self.refuse(404, f"no such endpoint: {path}")
 
     def _health(self) -> Response:
         if self.draining:
             return Response(503, json.dumps({"status": "draining"}).encode())
-        degraded = self._receiver.stats.degraded()
+        degraded = self.receiver.stats.degraded()
         if degraded:
             reason = "; ".join(f"{part}: {why}" for part, why in sorted(degraded.items()))
             return Response(503, json.dumps({"status": "degraded", "reason": reason}).encode())
         return Response(200, json.dumps({"status": "ok"}).encode())
 
     def _authorized(self, request: Request) -> bool:
-        if not self._token:
+        if not self.token:
             return True
-        return bearer_matches(request.headers.get("authorization", ""), self._token)
+        return bearer_matches(request.headers.get("authorization", ""), self.token)
 
     def _method_not_allowed(self, allowed: str) -> Response:
         response = self.refuse(405, f"method not allowed; use {allowed}")
@@ -128,10 +126,10 @@ class Routes:
             media = otlp.media_type(request.headers.get("content-type"))
         except otlp.UnsupportedMedia as exc:
             return self.refuse(415, str(exc), otlp.PROTOBUF)
-        if self.draining or not self._receiver.writer.has_room():
+        if self.draining or not self.receiver.writer.has_room():
             return self._busy(media, "tracelens collect is busy; retry later")
         data = await body()
-        outcome = await self._receiver.export(data, media, request.headers.get("content-encoding"))
+        outcome = await self.receiver.export(data, media, request.headers.get("content-encoding"))
         return self._answer(outcome, media)
 
     def _answer(self, outcome: Outcome, media: str) -> Response:
@@ -145,7 +143,7 @@ class Routes:
 
     def _busy(self, media: str, message: str) -> Response:
         response = self.refuse(503, message, media)
-        response.headers["Retry-After"] = str(self._receiver.config.retry_after_s)
+        response.headers["Retry-After"] = str(self.receiver.config.retry_after_s)
         return response
 
     async def _spans(self, request: Request) -> Response:
@@ -167,14 +165,14 @@ class Routes:
     def _read(
         self, columns: list[str] | None, start_ns: int | None, end_ns: int | None
     ) -> memoryview:
-        merger = self._receiver.writer.merger
+        merger = self.receiver.writer.merger
         if not merger.flush(FLUSH_S):  # every acknowledged span is in the store first
             why = merger.failure or f"merging took over {FLUSH_S:.0f} s"
             raise _Unavailable(
                 "the collector cannot bring every acknowledged span into its store now (they "
                 f"are safe in its journal): retry when its /health says ok; {why}"
             )
-        table = self._reader.read(columns, start_ns=start_ns, end_ns=end_ns)
+        table = self.reader.read(columns, start_ns=start_ns, end_ns=end_ns)
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, table.schema) as out:
             for batch in table.to_batches(max_chunksize=65_536):
