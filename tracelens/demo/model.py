@@ -1,7 +1,7 @@
 """The demo's model: a simulated local inference server, or the tiny real vLLM engine.
 
 The simulated server is an HTTP endpoint shaped like an OpenAI-compatible one that spends
-``prefill_ms_per_token`` per prompt token and ``decode_ms_per_token`` per generated token, the
+``PREFILL_MS_PER_TOKEN`` per prompt token and ``DECODE_MS_PER_TOKEN`` per generated token, the
 two phases that decide a real server's latency, and labels every answer ``"simulated": true``.
 It exists so the demo runs anywhere in seconds; nothing it returns means anything.
 
@@ -28,6 +28,8 @@ from tracelens.demo.tools import unit
 SIMULATED_MODEL: Final = "tracelens-demo-sim"
 CHARS_PER_TOKEN: Final = 4
 MAX_TOKENS_LIMIT: Final = 4096
+PREFILL_MS_PER_TOKEN: Final = 0.15  # the simulated server's cost per prompt token
+DECODE_MS_PER_TOKEN: Final = 3.0  # and per generated token (both times its speed)
 _WORDS: Final = (
     "the", "orders", "job", "failed", "because", "schema", "changed", "retry", "after",
     "migration", "logs", "show", "timeout", "payments", "latency", "check", "index", "plan",
@@ -68,10 +70,7 @@ class SimulatedModelServer:
     """``POST /v1/chat/completions``: sleeps the modelled prefill and decode time, then answers."""
 
     seed: int = 0
-    prefill_ms_per_token: float = 0.15
-    decode_ms_per_token: float = 3.0
-    speed: float = 1.0
-    served: int = 0
+    speed: float = 1.0  # scales both costs
     server: JsonServer = field(init=False)
 
     def __post_init__(self) -> None:
@@ -90,8 +89,8 @@ class SimulatedModelServer:
     def timing_ms(self, prompt_tokens: int, output_tokens: int) -> tuple[float, float]:
         """(prefill, decode) milliseconds for a request of this shape."""
         return (
-            prompt_tokens * self.prefill_ms_per_token * self.speed,
-            output_tokens * self.decode_ms_per_token * self.speed,
+            prompt_tokens * PREFILL_MS_PER_TOKEN * self.speed,
+            output_tokens * DECODE_MS_PER_TOKEN * self.speed,
         )
 
     async def chat(self, request: Request) -> Any:
@@ -104,7 +103,6 @@ class SimulatedModelServer:
         prefill_ms, decode_ms = self.timing_ms(prompt_tokens, output_tokens)
         await asyncio.sleep(prefill_ms / 1000.0)
         await asyncio.sleep(decode_ms / 1000.0)
-        self.served += 1
         words = [
             _WORDS[int(unit(self.seed, prompt, i) * len(_WORDS))] for i in range(output_tokens)
         ]

@@ -17,6 +17,8 @@ from opentelemetry.sdk.trace import SpanProcessor
 
 from tracelens.demo.agent import Agent, Stats, make_tasks
 from tracelens.demo.model import (
+    DECODE_MS_PER_TOKEN,
+    PREFILL_MS_PER_TOKEN,
     Model,
     SimulatedModel,
     SimulatedModelServer,
@@ -243,7 +245,8 @@ def _model(servers: ServerThread, model_dir: str | None, why: str, echo: Echo) -
     sim = servers.model
     echo(
         f"model: SIMULATED local inference server on {servers.model_url} "
-        f"({sim.prefill_ms_per_token} ms/token prefill, {sim.decode_ms_per_token} ms/token "
+        f"({PREFILL_MS_PER_TOKEN * sim.speed:g} ms/token prefill, "
+        f"{DECODE_MS_PER_TOKEN * sim.speed:g} ms/token "
         f"decode); no real engine: {why}"
     )
     return SimulatedModel(servers.model_url)
