@@ -48,8 +48,10 @@ class BadRequest(Exception):
     """A handler's answer to arguments it cannot use (becomes a 400 naming the field)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Request:
+    """One parsed request as the handlers see it: read whole before any handler runs."""
+
     method: str
     path: str
     query: dict[str, str]
