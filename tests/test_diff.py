@@ -152,13 +152,13 @@ def test_identical_runs_change_nothing() -> None:
         c for r in d.roots for o in r.operations for c in o.changes
     ]
     assert {c.verdict for c in changes} <= {Verdict.UNCHANGED, Verdict.TOO_FEW}
-    assert not d.new_operations and not d.vanished_operations
+    assert not d.operation_churn.appeared and not d.operation_churn.vanished
 
 
 def test_renamed_operation_is_new_and_vanished() -> None:
     d = compare(_profile(40), _profile(40, name="a2"))
-    assert [(c.name, c.count) for c in d.new_operations] == [("a2", N)]
-    assert [(c.name, c.count) for c in d.vanished_operations] == [("a", N)]
+    assert [(c.name, c.count) for c in d.operation_churn.appeared] == [("a2", N)]
+    assert [(c.name, c.count) for c in d.operation_churn.vanished] == [("a", N)]
     ops = {o.name: o for o in d.roots[0].operations}
     assert (ops["a"].base_traces, ops["a"].new_traces) == (N, 0)
     assert (ops["a2"].base_traces, ops["a2"].new_traces) == (0, N)

@@ -172,10 +172,11 @@ def compare(
             "count": o.count,
             "p95_ms": p95_of.get((o.service, o.name)),
         }
-        for o in diff.new_operations
+        for o in diff.operation_churn.appeared
     ]
     gone = [
-        {"service": o.service, "name": o.name, "count": o.count} for o in diff.vanished_operations
+        {"service": o.service, "name": o.name, "count": o.count}
+        for o in diff.operation_churn.vanished
     ]
     return {
         "prev_week": prev.week,

@@ -30,6 +30,7 @@ from tracelens.analysis.diff.profile import Op, Profile, RootSample
 from tracelens.analysis.diff.result import (
     Attribution,
     Change,
+    Churn,
     Contribution,
     Counted,
     Diff,
@@ -135,27 +136,26 @@ def compare(
                 ),
             )
         )
-    diff = Diff(
+    return Diff(
         base=Run(base_label, base.traces, base.spans),
         new=Run(new_label, new.traces, new.spans),
         method=method,
         roots=tuple(roots),
-        new_roots=_only(new.roots, base.roots, lambda s: s.traces),
-        vanished_roots=_only(base.roots, new.roots, lambda s: s.traces),
-        new_operations=_only(new.operations, base.operations, lambda c: c),
-        vanished_operations=_only(base.operations, new.operations, lambda c: c),
-        appeared_findings=tuple(f for k, f in new.findings.items() if k not in base.findings),
-        vanished_findings=tuple(f for k, f in base.findings.items() if k not in new.findings),
+        root_churn=_counted_churn(base.roots, new.roots, lambda s: s.traces),
+        operation_churn=_counted_churn(base.operations, new.operations, lambda c: c),
+        finding_churn=Churn(
+            tuple(f for k, f in new.findings.items() if k not in base.findings),
+            tuple(f for k, f in base.findings.items() if k not in new.findings),
+        ),
+        rules=tuple(
+            RuleOutcome(rule.text, root.service, root.name, change, _trips(rule, change))
+            for rule in rules
+            for root in roots
+            for change in root.latency
+            if change.metric == rule.metric
+        ),
         warnings=[*(f"base: {w}" for w in base.warnings), *(f"new: {w}" for w in new.warnings)],
     )
-    diff.rules = tuple(
-        RuleOutcome(rule.text, root.service, root.name, change, _trips(rule, change))
-        for rule in rules
-        for root in diff.roots
-        for change in root.latency
-        if change.metric == rule.metric
-    )
-    return diff
 
 
 def _trips(rule: Rule, change: Change) -> bool:
@@ -262,12 +262,16 @@ def _attribute(b: RootSample, n: RootSample, change: Change) -> Attribution:
     )
 
 
-def _only(
-    these: Mapping[Op, T], those: Mapping[Op, object], count: Callable[[T], int]
-) -> tuple[Counted, ...]:
-    """The operations of ``these`` that ``those`` lacks, the most frequent first."""
-    rows = [Counted(op[0], op[1], int(count(v))) for op, v in these.items() if op not in those]
-    return tuple(sorted(rows, key=lambda c: (-c.count, c.service, c.name)))
+def _counted_churn(
+    base: Mapping[Op, T], new: Mapping[Op, T], count: Callable[[T], int]
+) -> Churn[Counted]:
+    """The operations only one run has, each run's most frequent first."""
+
+    def only(these: Mapping[Op, T], those: Mapping[Op, T]) -> tuple[Counted, ...]:
+        rows = [Counted(op[0], op[1], int(count(v))) for op, v in these.items() if op not in those]
+        return tuple(sorted(rows, key=lambda c: (-c.count, c.service, c.name)))
+
+    return Churn(only(new, base), only(base, new))
 
 
 __all__ = ["BAND", "CONFIDENCE", "MIN_TRACES", "RESAMPLES", "band", "compare", "needed"]

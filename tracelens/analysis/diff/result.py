@@ -6,13 +6,15 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from tracelens.analysis.diff.profile import FindingBrief
 from tracelens.analysis.fields import Record, fields_dict
 from tracelens.analysis.kinds import KINDS
 
 SCHEMA = "tracelens.diff/1"
+
+T = TypeVar("T")
 
 
 class Verdict(str, Enum):
@@ -187,6 +189,15 @@ class Counted(Record):
 
 
 @dataclass(frozen=True)
+class Churn(Generic[T]):
+    """What only the new run has (``appeared``) and what only the base run had (``vanished``):
+    of root operations, operations or findings."""
+
+    appeared: tuple[T, ...] = ()
+    vanished: tuple[T, ...] = ()
+
+
+@dataclass(frozen=True)
 class RuleOutcome:
     """One ``--fail-on`` rule against one root operation."""
 
@@ -255,12 +266,9 @@ class Diff:
     new: Run
     method: Method
     roots: tuple[RootDiff, ...]
-    new_roots: tuple[Counted, ...]
-    vanished_roots: tuple[Counted, ...]
-    new_operations: tuple[Counted, ...]
-    vanished_operations: tuple[Counted, ...]
-    appeared_findings: tuple[FindingBrief, ...]
-    vanished_findings: tuple[FindingBrief, ...]
+    root_churn: Churn[Counted]
+    operation_churn: Churn[Counted]
+    finding_churn: Churn[FindingBrief]
     rules: tuple[RuleOutcome, ...] = ()
     warnings: list[str] = field(default_factory=list)
     errors: list[Exception] = field(default_factory=list)  # inputs skipped with keep_going
@@ -286,13 +294,13 @@ class Diff:
             "new": self.new.to_dict(),
             "method": self.method.to_dict(),
             "roots": [r.to_dict() for r in self.roots],
-            "new_roots": [c.to_dict() for c in self.new_roots],
-            "vanished_roots": [c.to_dict() for c in self.vanished_roots],
-            "new_operations": [c.to_dict() for c in self.new_operations],
-            "vanished_operations": [c.to_dict() for c in self.vanished_operations],
+            "new_roots": [c.to_dict() for c in self.root_churn.appeared],
+            "vanished_roots": [c.to_dict() for c in self.root_churn.vanished],
+            "new_operations": [c.to_dict() for c in self.operation_churn.appeared],
+            "vanished_operations": [c.to_dict() for c in self.operation_churn.vanished],
             "findings": {
-                "appeared": [f.to_dict() for f in self.appeared_findings],
-                "vanished": [f.to_dict() for f in self.vanished_findings],
+                "appeared": [f.to_dict() for f in self.finding_churn.appeared],
+                "vanished": [f.to_dict() for f in self.finding_churn.vanished],
             },
             "regressions": len(self.regressions()),
             "rules": [r.to_dict() for r in self.rules],
@@ -321,6 +329,7 @@ __all__ = [
     "SCHEMA",
     "Attribution",
     "Change",
+    "Churn",
     "Contribution",
     "Counted",
     "Diff",

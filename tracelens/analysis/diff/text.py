@@ -103,17 +103,17 @@ def render_text(diff: Diff) -> str:
         if len(root.operations) > TOP_OPERATIONS:
             out.append(f"... and {len(root.operations) - TOP_OPERATIONS} more operations")
     for title, items in (
-        ("Root operations only in new", diff.new_roots),
-        ("Root operations only in base", diff.vanished_roots),
-        ("New operations", diff.new_operations),
-        ("Vanished operations", diff.vanished_operations),
+        ("Root operations only in new", diff.root_churn.appeared),
+        ("Root operations only in base", diff.root_churn.vanished),
+        ("New operations", diff.operation_churn.appeared),
+        ("Vanished operations", diff.operation_churn.vanished),
     ):
         if items:
             out += ["", f"{title} ({len(items)})"]
             out += [f"  {c.name} ({c.service}): {c.count:,}" for c in items[:20]]
     for title, found in (
-        ("Findings that appeared", diff.appeared_findings),
-        ("Findings that went away", diff.vanished_findings),
+        ("Findings that appeared", diff.finding_churn.appeared),
+        ("Findings that went away", diff.finding_churn.vanished),
     ):
         if found:
             out += ["", f"{title} ({len(found)})"]
