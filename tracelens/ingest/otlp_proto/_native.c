@@ -172,21 +172,25 @@ static inline int get_varint(const uint8_t **pp, const uint8_t *end, int max, ui
     return 0;
 }
 
-/* A field tag as upb reads it, restricted further: minimal encoding, wire type 0/1/2/5 (groups
- * and anything odd are left to upb). */
-static inline int get_tag(const uint8_t **pp, const uint8_t *end, uint32_t *field, int *wt)
+/* The next field's tag of a message that ends at `end`, as upb reads a tag, restricted further:
+ * minimal encoding, wire type 0/1/2/5 (groups and anything odd are left to upb).  Every message
+ * loop is `while ((more = next_tag(...)) > 0)`: 1 when a tag was read, 0 at the message's end,
+ * -1 when what follows is not such a tag. */
+static inline int next_tag(const uint8_t **pp, const uint8_t *end, uint32_t *field, int *wt)
 {
     const uint8_t *p = *pp;
     uint64_t v;
+    if (p >= end)
+        return 0;
     if (!get_varint(&p, end, 5, &v))
-        return 0;
+        return -1;
     if (p - *pp > 1 && p[-1] == 0)
-        return 0;
+        return -1;
     if (v > UINT32_MAX || (v >> 3) == 0)
-        return 0;
+        return -1;
     *wt = (int)(v & 7);
     if (*wt != WT_VARINT && *wt != WT_I64 && *wt != WT_LEN && *wt != WT_I32)
-        return 0;
+        return -1;
     *field = (uint32_t)(v >> 3);
     *pp = p;
     return 1;
@@ -371,13 +375,10 @@ static int walk_message(Ctx *c, Slice m, const Layout *lay, Slice *head, EachMes
                         void *arg)
 {
     const uint8_t *p = m.p, *end = m.p + m.n;
-    int rc, seen_head = 0;
-    while (p < end) {
-        uint32_t f;
-        int wt;
-        Slice v;
-        if (!get_tag(&p, end, &f, &wt))
-            return BAIL;
+    uint32_t f;
+    int wt, more, rc, seen_head = 0;
+    Slice v;
+    while ((more = next_tag(&p, end, &f, &wt)) > 0) {
         if (f == lay->url && wt == WT_LEN) { /* schema_url: a string, so UTF-8 */
             if (!get_len(&p, end, &v) || !utf8_ok(v.p, v.n))
                 return BAIL;
@@ -397,7 +398,7 @@ static int walk_message(Ctx *c, Slice m, const Layout *lay, Slice *head, EachMes
         else if (!skip_field(&p, end, wt))
             return BAIL;
     }
-    return OK;
+    return more < 0 ? BAIL : OK;
 }
 
 /* A span of the group at index *arg: kept as bytes for pass 2. */
@@ -676,11 +677,10 @@ static int status(Ctx *c, Slice st, int64_t *code, const char **msg, size_t *mle
     const uint8_t *p = st.p, *end = st.p + st.n;
     uint64_t v = 0;
     Slice m = {NULL, 0};
-    int plain = 1;
-    while (p < end && plain) {
-        uint32_t f;
-        int wt;
-        if (!get_tag(&p, end, &f, &wt))
+    uint32_t f;
+    int wt, more, plain = 1;
+    while (plain && (more = next_tag(&p, end, &f, &wt)) != 0) {
+        if (more < 0)
             plain = 0;
         else if (f == 2 && wt == WT_LEN)
             plain = get_len(&p, end, &m) && utf8_ok(m.p, m.n);
@@ -767,14 +767,11 @@ static int span(Ctx *c, Slice m, size_t row)
     const uint8_t *p = m.p, *end = m.p + m.n;
     Slice tid = {NULL, 0}, sid = {NULL, 0}, pid = {NULL, 0}, name = {NULL, 0}, st = {NULL, 0};
     uint64_t kind = 0, start = 0, stop = 0;
-    int rc, seen_status = 0;
+    uint32_t f;
+    int wt, more, rc, seen_status = 0;
     c->kvs.len = c->events.len = c->links.len = 0;
-    while (p < end) {
-        uint32_t f;
-        int wt;
+    while ((more = next_tag(&p, end, &f, &wt)) > 0) {
         Slice v;
-        if (!get_tag(&p, end, &f, &wt))
-            return BAIL;
         switch (f) {
         case 1: case 2: case 4: case 5: case 9: case 11: case 13: case 15:
             if (wt != WT_LEN || !get_len(&p, end, &v))
@@ -816,6 +813,8 @@ static int span(Ctx *c, Slice m, size_t row)
                 return BAIL;
         }
     }
+    if (more < 0)
+        return BAIL;
     uint8_t problems = 0, checks = 0;
     if (!tid.n)
         problems |= PB_TRACE_ID;
