@@ -99,6 +99,18 @@ def test_every_option_is_a_library_parameter_of_the_same_name(
             )
 
 
+def test_the_diff_defaults_are_the_methods_own() -> None:
+    """``api.diff`` spells its method's defaults as literals (the library loads no NumPy until it
+    runs); they must stay those of ``compare``, which uses them when called directly."""
+    from tracelens.analysis.diff.compare import CONFIDENCE, MIN_DELTA_MS, MIN_TRACES, RESAMPLES
+
+    defaults = {k: p.default for k, p in inspect.signature(api.diff).parameters.items()}
+    assert defaults["confidence"] == CONFIDENCE
+    assert defaults["resamples"] == RESAMPLES
+    assert defaults["min_traces"] == MIN_TRACES
+    assert defaults["min_delta_ms"] == MIN_DELTA_MS
+
+
 def test_cli_only_options_exist() -> None:
     """An entry for an option that is gone would hide nothing; keep the list honest."""
     names = {(name, p.name) for name, command in COMMANDS for p in _params(command)}

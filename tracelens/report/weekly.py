@@ -19,6 +19,7 @@ import polars as pl
 from tracelens.analysis import Analysis
 from tracelens.analysis.diff import Change, RootDiff, Verdict, profile
 from tracelens.analysis.diff import compare as compare_runs
+from tracelens.analysis.diff.compare import MIN_DELTA_MS, MIN_TRACES
 from tracelens.analysis.diff.profile import Profile
 from tracelens.analysis.kinds import KINDS
 from tracelens.report import model
@@ -28,10 +29,9 @@ _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 
 # A regression: a significant rise (tracelens diff: bootstrap intervals over the traces,
 # Bonferroni-corrected over the week's comparisons) of THRESHOLD or more at p50, p95 or p99,
-# with MIN_SAMPLES traces in both weeks and at least MIN_DELTA_MS of change.
+# with MIN_SAMPLES traces in both weeks and at least MIN_DELTA_MS of change: diff's own minimums.
 THRESHOLD = 0.10
-MIN_SAMPLES = 20
-MIN_DELTA_MS = 1.0
+MIN_SAMPLES = MIN_TRACES
 TOP_CHANGES = 20
 
 
