@@ -147,9 +147,17 @@ def item_error(exc: FieldError | AttributeError, j: int, shape: str) -> FieldErr
     return FieldError(f"[{j}]", f"not a {shape} object")
 
 
-def malformed(exc: Exception) -> FieldError:
-    """A structural surprise (a list where an object belongs, ...) caught around one span."""
-    return FieldError("", f"malformed ({type(exc).__name__}: {exc})")
+# What decoding code raises when a value has another structure than it reads (a list where an
+# object belongs, a string where a number does): caught around each span, as ``located`` says.
+MALFORMED: Final = (TypeError, AttributeError, KeyError, ValueError)
+
+
+def located(exc: Exception, where: str) -> FieldError:
+    """The error ``exc`` raised while decoding the item at ``where`` (``spans[3]``): its own
+    ``FieldError`` re-rooted there, or a structural surprise (``MALFORMED``) as ``malformed``."""
+    if isinstance(exc, FieldError):
+        return exc.under(where)
+    return FieldError(where, f"malformed ({type(exc).__name__}: {exc})")
 
 
 _INT64_MIN: Final = -(2**63)
@@ -218,6 +226,14 @@ def as_list(obj: dict[str, Any], key: str) -> list[Any]:
     if type(value) is not list:
         raise FieldError(key, "not a list")
     return value
+
+
+def as_bytes(value: Any, field: str) -> bytes:
+    """A base64 string's bytes (proto3 JSON's ``bytes``, a Jaeger ``binary`` tag)."""
+    try:
+        return base64.b64decode(as_str(value, field), validate=True)
+    except (binascii.Error, ValueError):
+        raise FieldError(field, "not base64") from None
 
 
 def as_dict(value: Any, field: str) -> dict[str, Any]:

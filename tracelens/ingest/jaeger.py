@@ -23,16 +23,16 @@ logs, references other than one parent), and decodes any document the builder le
 
 from __future__ import annotations
 
-import base64
-import binascii
 from typing import Any, Final
 
 from tracelens_instrumentation import attributes as A
 
 from tracelens.ingest import _json_fast
 from tracelens.ingest._common import (
+    MALFORMED,
     FieldError,
     SpanBatch,
+    as_bytes,
     as_dict,
     as_float,
     as_int,
@@ -40,7 +40,7 @@ from tracelens.ingest._common import (
     as_str,
     item_error,
     list_field,
-    malformed,
+    located,
     micros_to_ns,
     norm_span_id,
     pad_trace_id,
@@ -141,10 +141,8 @@ def _trace(
     for i, span in enumerate(spans):
         try:
             _span(as_dict(span, ""), trace_id, processes, missing, batch)
-        except FieldError as exc:
-            raise exc.under(f"spans[{i}]") from None
-        except (TypeError, AttributeError, KeyError, ValueError) as exc:
-            raise malformed(exc).under(f"spans[{i}]") from None
+        except (FieldError, *MALFORMED) as exc:
+            raise located(exc, f"spans[{i}]") from None
         batch.tick()
     if missing:
         warnings.append(
@@ -254,10 +252,7 @@ def _tag_value(kind: Any, value: Any) -> Any:
     if kind == "float64":
         return as_float(value, "value")
     if kind == "binary":
-        try:
-            return base64.b64decode(as_str(value, "value"), validate=True)
-        except (binascii.Error, ValueError):
-            raise FieldError("value", "binary tag is not base64") from None
+        return as_bytes(value, "value")
     raise FieldError("type", f"unknown tag type: {kind!r:.60}")
 
 

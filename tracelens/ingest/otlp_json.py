@@ -13,8 +13,6 @@ way it was encoded.
 
 from __future__ import annotations
 
-import base64
-import binascii
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -22,8 +20,10 @@ from tracelens_instrumentation import attributes as A
 
 from tracelens.ingest import _json_fast
 from tracelens.ingest._common import (
+    MALFORMED,
     FieldError,
     SpanBatch,
+    as_bytes,
     as_dict,
     as_float,
     as_int,
@@ -32,7 +32,7 @@ from tracelens.ingest._common import (
     b64_to_hex,
     item_error,
     list_field,
-    malformed,
+    located,
     norm_span_id,
     norm_trace_id,
     opt_str,
@@ -150,10 +150,8 @@ def _scope_spans(
         try:
             batch.repeat(shared)
             _span(as_dict(span, ""), service, res_json, scope_name, scope_version, batch)
-        except FieldError as exc:
-            raise exc.under(f"spans[{i}]") from None
-        except (TypeError, AttributeError, KeyError, ValueError) as exc:
-            raise malformed(exc).under(f"spans[{i}]") from None
+        except (FieldError, *MALFORMED) as exc:
+            raise located(exc, f"spans[{i}]") from None
         batch.tick()
 
 
@@ -286,7 +284,7 @@ def any_value(v: Any, depth: int = 0) -> Any:
         except FieldError as exc:
             raise exc.under("value.kvlistValue.values") from None
     if "bytesValue" in v:
-        return _bytes(v["bytesValue"])
+        return as_bytes(v["bytesValue"], "value.bytesValue")
     if not v:
         return None
     raise FieldError("value", f"unknown AnyValue type: {', '.join(map(str, v))}")
@@ -297,13 +295,6 @@ def _array(arr: Any, depth: int) -> list[Any]:
     if type(values) is not list:
         raise FieldError("value.arrayValue.values", "not a list")
     return _read_all(values, "value.arrayValue.values", lambda item: any_value(item, depth))
-
-
-def _bytes(value: Any) -> bytes:
-    try:
-        return base64.b64decode(as_str(value, "value.bytesValue"), validate=True)
-    except (binascii.Error, ValueError):
-        raise FieldError("value.bytesValue", "not base64") from None
 
 
 def _events(span: dict[str, Any]) -> list[dict[str, Any]] | None:

@@ -40,11 +40,12 @@ from tracelens_instrumentation import attributes as A
 
 from tracelens.ingest import _json_fast
 from tracelens.ingest._common import (
+    MALFORMED,
     FieldError,
     SpanBatch,
     as_dict,
     as_str,
-    malformed,
+    located,
     micros_to_ns,
     norm_span_id,
     opt_str,
@@ -145,10 +146,8 @@ def _document(
         no_duration += span.raw.get("duration") is None
         try:
             _append(span, renamed, batch)
-        except FieldError as exc:
-            raise exc.under(f"[{i}]") from None
-        except (TypeError, AttributeError, KeyError, ValueError) as exc:
-            raise malformed(exc).under(f"[{i}]") from None
+        except (FieldError, *MALFORMED) as exc:
+            raise located(exc, f"[{i}]") from None
         batch.tick()
     _warn(warnings, no_duration, no_timestamp, duplicates)
 
