@@ -14,7 +14,7 @@ Failures.  Every DuckDB error leaves as ``StoreError`` (a one-line message, neve
 traceback).  A failed checkpoint (a full disk) invalidates the whole DuckDB database instance:
 every later statement fails with "database has been invalidated", on every connection, until all
 of them are closed.  The store notices that message and, on its next call, closes both of its
-connections and opens the file again (``reopen``), so a long-running process such as the collector
+connections and opens the file again (``_heal``), so a long-running process such as the collector
 carries on once space is back.  A new store file is made mode 0600.
 """
 
@@ -133,12 +133,8 @@ class DuckDBStore:
                 raise
             raise StoreError(f"{self.path}: cannot open the store: {_line(exc)}") from None
 
-    def reopen(self) -> None:
-        """Close both connections and open the file again (after DuckDB invalidated it)."""
-        with self._lock, self._read_lock:
-            self._reopen_locked()
-
     def _reopen_locked(self) -> None:
+        """Close both connections and open the file again (after DuckDB invalidated it)."""
         for con in (self._reader, self._con):
             with contextlib.suppress(duckdb.Error):
                 con.close()
@@ -328,19 +324,6 @@ class DuckDBStore:
             i = result.schema.get_field_index("attributes")
             result = result.set_column(i, "attributes", _attribute_map(result.column(i)))
         return result.cast(pa.schema([SPAN_SCHEMA.field(c) for c in cols]))
-
-    def time_range(self) -> tuple[int, int] | None:
-        self._heal()
-        with self._read_lock:
-            try:
-                row = self._reader.execute(
-                    f"SELECT min(start_ns), max(end_ns) FROM {self._table}"
-                ).fetchone()
-            except duckdb.Error as exc:
-                raise self._failed(exc, "reading spans") from None
-        if not row or row[0] is None:
-            return None
-        return int(row[0]), int(row[1])
 
     def checkpoint(self) -> None:
         def work(con: duckdb.DuckDBPyConnection) -> int:

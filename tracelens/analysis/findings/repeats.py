@@ -104,15 +104,6 @@ def _by_op(fe: Features, rows: np.ndarray) -> list[np.ndarray]:
     return np.split(r, cuts)
 
 
-def _nice_ttl(seconds: float, upper: float | None) -> float:
-    """The smallest round TTL at least ``seconds``, but below ``upper`` when given."""
-    pick = float(next((t for t in _NICE_TTL_S if t >= seconds), _NICE_TTL_S[-1]))
-    if upper is not None:
-        below = [t for t in _NICE_TTL_S if t < upper]
-        pick = min(pick, below[-1]) if below else max(upper / 2, 0.001)
-    return float(pick)
-
-
 def retry_candidates(
     tl: Timeline, fe: Features, spans: pl.DataFrame, retry: np.ndarray, failed: np.ndarray
 ) -> list[Candidate]:
