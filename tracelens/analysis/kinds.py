@@ -16,7 +16,6 @@ import polars as pl
 from tracelens_instrumentation import attributes as A
 
 KINDS = A.KINDS
-MIX_COLUMNS = tuple(f"mix_{k}" for k in KINDS)
 
 _WAIT_NAME = (
     r"(?i)(^|[^a-z])(queue|queued|lock|semaphore|sleep|rate[ _.-]?limit|throttle|backoff"
