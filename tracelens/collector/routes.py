@@ -39,10 +39,10 @@ class _Unavailable(Exception):
     """A read the store cannot answer now (503 with the reason, at once)."""
 
 
-@dataclass
+@dataclass(eq=False)
 class Routes:
     """The collector's endpoints over its receiver (writes) and reader (reads); ``token``, when
-    set, guards every one of them."""
+    set, guards every one of them.  A service object: equal only to itself."""
 
     receiver: Receiver
     reader: DuckDBStore

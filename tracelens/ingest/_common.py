@@ -147,14 +147,15 @@ def item_error(exc: FieldError | AttributeError, j: int, shape: str) -> FieldErr
     return FieldError(f"[{j}]", f"not a {shape} object")
 
 
-# What decoding code raises when a value has another structure than it reads (a list where an
-# object belongs, a string where a number does): caught around each span, as ``located`` says.
-MALFORMED: Final = (TypeError, AttributeError, KeyError, ValueError)
+# What decoding one span may raise, caught around each span and placed by ``located``: a bad
+# value's FieldError, or what code raises when a value has another structure than it reads (a
+# list where an object belongs, a string where a number does).
+DECODE_ERRORS: Final = (FieldError, TypeError, AttributeError, KeyError, ValueError)
 
 
 def located(exc: Exception, where: str) -> FieldError:
-    """The error ``exc`` raised while decoding the item at ``where`` (``spans[3]``): its own
-    ``FieldError`` re-rooted there, or a structural surprise (``MALFORMED``) as ``malformed``."""
+    """The error ``exc`` (one of ``DECODE_ERRORS``) raised while decoding the item at ``where``
+    (``spans[3]``): its own ``FieldError`` re-rooted there, anything else as ``malformed``."""
     if isinstance(exc, FieldError):
         return exc.under(where)
     return FieldError(where, f"malformed ({type(exc).__name__}: {exc})")

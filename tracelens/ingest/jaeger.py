@@ -29,7 +29,7 @@ from tracelens_instrumentation import attributes as A
 
 from tracelens.ingest import _json_fast
 from tracelens.ingest._common import (
-    MALFORMED,
+    DECODE_ERRORS,
     FieldError,
     SpanBatch,
     as_bytes,
@@ -141,7 +141,7 @@ def _trace(
     for i, span in enumerate(spans):
         try:
             _span(as_dict(span, ""), trace_id, processes, missing, batch)
-        except (FieldError, *MALFORMED) as exc:
+        except DECODE_ERRORS as exc:
             raise located(exc, f"spans[{i}]") from None
         batch.tick()
     if missing:

@@ -20,7 +20,7 @@ from tracelens_instrumentation import attributes as A
 
 from tracelens.ingest import _json_fast
 from tracelens.ingest._common import (
-    MALFORMED,
+    DECODE_ERRORS,
     FieldError,
     SpanBatch,
     as_bytes,
@@ -150,7 +150,7 @@ def _scope_spans(
         try:
             batch.repeat(shared)
             _span(as_dict(span, ""), service, res_json, scope_name, scope_version, batch)
-        except (FieldError, *MALFORMED) as exc:
+        except DECODE_ERRORS as exc:
             raise located(exc, f"spans[{i}]") from None
         batch.tick()
 

@@ -40,7 +40,7 @@ from tracelens_instrumentation import attributes as A
 
 from tracelens.ingest import _json_fast
 from tracelens.ingest._common import (
-    MALFORMED,
+    DECODE_ERRORS,
     FieldError,
     SpanBatch,
     as_dict,
@@ -146,7 +146,7 @@ def _document(
         no_duration += span.raw.get("duration") is None
         try:
             _append(span, renamed, batch)
-        except (FieldError, *MALFORMED) as exc:
+        except DECODE_ERRORS as exc:
             raise located(exc, f"[{i}]") from None
         batch.tick()
     _warn(warnings, no_duration, no_timestamp, duplicates)
