@@ -20,6 +20,19 @@ RESULT_FPS: Final = "tracelens.result_fps"
 ARGS_VALUE: Final = "tracelens.args"
 RESULT_VALUE: Final = "tracelens.result"
 CPU_STACKS: Final = "tracelens.cpu_stacks"  # folded CPU stacks, see stacks.py
+# GPU activity the span caused (docs/attributes.md, "GPU activity").
+GPU_NS: Final = "tracelens.gpu_ns"
+GPU_WAIT_NS: Final = "tracelens.gpu_wait_ns"
+GPU_AFTER_NS: Final = "tracelens.gpu_after_ns"
+GPU_LAUNCHES: Final = "tracelens.gpu_launches"
+GPU_DEVICE: Final = "tracelens.gpu_device"
+GPU_SOURCE: Final = "tracelens.gpu_source"
+GPU_LINK: Final = "tracelens.gpu_link"
+GPU_MEASURED: Final = "tracelens.gpu_measured"
+GPU_SOURCE_CUPTI: Final = "cupti"
+GPU_SOURCE_STACKS: Final = "stacks"
+GPU_LINK_CORRELATION: Final = "correlation"  # CUPTI external correlation id = the span's id
+GPU_LINK_THREAD_TIME: Final = "thread_time"  # launching thread and launch time in the window
 
 # The kinds a span's time can belong to.
 CPU: Final = "cpu"
