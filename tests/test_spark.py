@@ -166,6 +166,7 @@ def test_warnings_merge_by_kind_in_the_tree_order() -> None:
 # ---- real Spark ------------------------------------------------------------------------------
 
 
+@pytest.mark.system
 def test_spark_equals_embedded_on_every_fixture(spark: Any, tmp_path: Path) -> None:
     """All fixture files in one Spark job (one analysis per file: ``analyze_by``), the rows
     shuffled over four Parquet files so traces span files."""
@@ -188,6 +189,7 @@ def test_spark_equals_embedded_on_every_fixture(spark: Any, tmp_path: Path) -> N
     assert differ == []
 
 
+@pytest.mark.system
 def test_spark_equals_embedded_on_a_generated_span_set(spark: Any, tmp_path: Path) -> None:
     spans = generated()
     out = tmp_path / "spans"
@@ -213,6 +215,7 @@ def test_spark_on_a_table_without_seq_whose_traces_cross_partitions(
     assert got["summary"]["traces"] == 300
 
 
+@pytest.mark.smoke
 def test_cli_engine_spark(spark: Any, tmp_path: Path) -> None:
     out = tmp_path / "spans"
     write_parquet(read_files([FIXTURES / "verdicts" / "n_plus_one_sql.jsonl"]).spans, out)
