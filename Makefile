@@ -20,12 +20,13 @@ demo: $(STAMP)
 
 ## The default tier (pyproject's addopts: not system, not heavy): a few minutes, one smoke test
 ## per independent truth.  test-all adds the slow acceptance runs (system) and the full-size
-## reliability cases (heavy): what CI runs.  The vLLM suite has its own venv: test-vllm.
+## reliability cases (heavy): what CI runs, with the 25 slowest listed to watch its 15 minutes.
+## The vLLM suite has its own venv: test-vllm.
 test: $(STAMP)
 	$(PY) -m pytest -q
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q -m ""
+	$(PY) -m pytest -q -m "" --durations=25
 
 test-vllm:
 	bash scripts/test-vllm.sh
