@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-vllm lint bench sample-report clean
+.PHONY: install demo test test-all test-vllm lint bench sample-report clean
 
 $(STAMP): pyproject.toml setup.py instrumentation/pyproject.toml instrumentation/setup.py instrumentation/tracelens_instrumentation/_speedups.c instrumentation/tracelens_instrumentation/_record.c tracelens/ingest/otlp_proto/_native.c tracelens/ingest/_json_native.c tracelens/ingest/_native_common.h tracelens/ingest/_json_builder.h tracelens/ingest/_json_jaeger.h tracelens/ingest/_json_zipkin.h tracelens/analysis/_walk.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,8 +18,15 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(PY) scripts/demo.py
 
+## The default tier (pyproject's addopts: not system, not heavy): a few minutes, one smoke test
+## per independent truth.  test-all adds the slow acceptance runs (system) and the full-size
+## reliability cases (heavy): what CI runs, with the 25 slowest listed to watch its 15 minutes.
+## The vLLM suite has its own venv: test-vllm.
 test: $(STAMP)
 	$(PY) -m pytest -q
+
+test-all: $(STAMP)
+	$(PY) -m pytest -q -m "" --durations=25
 
 test-vllm:
 	bash scripts/test-vllm.sh

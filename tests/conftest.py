@@ -11,18 +11,33 @@ import os  # noqa: E402
 
 from hypothesis import settings  # noqa: E402
 
-# CI explores the same examples every run, so a red build is the change's doing; locally each
-# run explores new ones.
-settings.register_profile("ci", derandomize=True, deadline=None, print_blob=True)
-if os.environ.get("CI"):
-    settings.load_profile("ci")
+# Hypothesis profiles: how many examples each property test gets, and whether they are new ones.
+# The profile decides for every test; a test states its own ``max_examples`` only where one
+# example is itself an end-to-end run (none today: README, "Testing").
+# * dev (the default): 50 examples, a new random draw each run; a failure is saved in
+#   .hypothesis/ and replayed first next time, so local runs explore.
+# * ci (CI=1, what .ci/run sets): the same 50 examples every run (derandomize, no example
+#   database), so a red build is the change's doing, not a new draw; print_blob prints the
+#   @reproduce_failure line of a failure.  Exploring is left to dev runs and nightly.
+# * nightly (HYPOTHESIS_PROFILE=nightly): 1,000 random examples per property; minutes more.
+# No profile has a deadline: on a shared 2-core machine one slow example is the machine's
+# doing, and the per-test time is watched by --durations, not by a timer inside a test.
+# HYPOTHESIS_PROFILE names any of them and wins over CI (pytest's --hypothesis-profile too).
+settings.register_profile("dev", max_examples=50, deadline=None)
+settings.register_profile(
+    "ci", max_examples=50, derandomize=True, database=None, deadline=None, print_blob=True
+)
+settings.register_profile("nightly", max_examples=1000, deadline=None, print_blob=True)
+settings.load_profile(
+    os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev")
+)
 
 
 # One Spark session for the whole run (tests/test_spark*.py): starting the JVM and the Python
 # workers is most of a Spark test's cost.  local[2], small shuffles, no UI.
 import shutil  # noqa: E402
 from collections.abc import Iterator  # noqa: E402
-from typing import Any  # noqa: E402
+from typing import TYPE_CHECKING, Any  # noqa: E402
 
 import pytest  # noqa: E402
 
@@ -54,3 +69,25 @@ def spark() -> Iterator[Any]:
     session.sparkContext.setLogLevel("ERROR")
     yield session
     session.stop()
+
+
+# The analysed-fixture cache: each fixture file is analysed once per test session, however many
+# tests read its Analysis (the golden bytes, the schema, the per-fixture invariants).  The
+# object is shared: a test that changes it, or that tests the analysis run itself (timing,
+# progress, a different option), calls tracelens.api.analyze for its own.
+import functools  # noqa: E402
+
+if TYPE_CHECKING:
+    from tracelens.analysis import Analysis
+
+
+@functools.cache
+def _analysed(path: Path) -> Analysis:
+    from tracelens.api import analyze
+
+    return analyze([path])
+
+
+def analysed(path: str | os.PathLike[str]) -> Analysis:
+    """``tracelens.api.analyze([path])`` for one file, computed once per session (read only)."""
+    return _analysed(Path(path).resolve())

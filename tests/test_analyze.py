@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
+from conftest import FIXTURES, analysed
 
 from tracelens.cli import main
 
@@ -97,7 +97,7 @@ def test_hotrod_critical_path_and_share_by_kind() -> None:
 
 @pytest.mark.parametrize("path", ALL_TRACE_FILES, ids=lambda p: str(p.relative_to(FIXTURES)))
 def test_every_fixture_imports_and_analyses(path: Path) -> None:
-    doc = analyze_json(str(path))
+    doc = json.loads(analysed(path).to_json())  # the CLI's own output: the tests above
     assert doc["summary"]["traces"] >= 1
     for trace in doc["traces"]:
         sections = trace["critical_path"]

@@ -10,6 +10,7 @@ from pathlib import Path
 import grpc
 import httpx
 import psutil
+import pytest
 from google.rpc import error_details_pb2, status_pb2
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter as HttpExporter
@@ -35,6 +36,7 @@ def _stored(db: Path) -> list[str]:
         return ids
 
 
+@pytest.mark.smoke
 def test_kill_9_loses_no_acknowledged_span_and_retries_deliver_the_rest(tmp_path: Path) -> None:
     db, port = tmp_path / "t.duckdb", free_port()
     col = start_collector(db, http=f"127.0.0.1:{port}", grpc="off")
@@ -92,6 +94,7 @@ def _bodies(n: int, spans: int) -> list[bytes]:
     return out
 
 
+@pytest.mark.system
 def test_full_queue_answers_retry_later_and_nothing_is_lost(tmp_path: Path) -> None:
     col = start_collector(tmp_path / "t.duckdb", "--queue-mb", "3")
     bodies = _bodies(6, 2000)

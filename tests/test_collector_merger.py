@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
 from test_collector_support import make_spans
 
@@ -36,6 +37,7 @@ def _wait_stored(stats: Stats, spans: int, timeout: float) -> float:
     return time.monotonic() - began
 
 
+@pytest.mark.system
 def test_a_lull_merges_after_a_second_and_a_stream_within_the_longest_wait(
     tmp_path: Path,
 ) -> None:
@@ -63,6 +65,7 @@ def test_a_lull_merges_after_a_second_and_a_stream_within_the_longest_wait(
     assert DuckDBStore(db).count() == rows + 5
 
 
+@pytest.mark.system
 def test_queued_bytes_return_to_zero_so_the_queue_limit_keeps_working(tmp_path: Path) -> None:
     """Every byte counted in is counted out (a drift below zero once let the queue grow past
     its limit under sustained load), and a full queue refuses instead of growing."""

@@ -162,7 +162,7 @@ def descendants(rows: list[dict], root: int) -> set[int]:
     return seen
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(trees())
 def test_sections_partition_the_root_window(rows: list[dict]) -> None:
     path = paths(make_spans(rows))[sid(0)]
@@ -175,7 +175,7 @@ def test_sections_partition_the_root_window(rows: list[dict]) -> None:
     assert sum(e - s for _, s, e in path) == root["end"] - root["start"]
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(trees())
 def test_every_section_span_is_in_the_tree(rows: list[dict]) -> None:
     path = paths(make_spans(rows))[sid(0)]
@@ -183,7 +183,7 @@ def test_every_section_span_is_in_the_tree(rows: list[dict]) -> None:
     assert {s for s, _, _ in path} <= inside
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(trees(), st.randoms(use_true_random=False))
 def test_input_order_does_not_matter(rows: list[dict], rnd: random.Random) -> None:
     shuffled = rows[:]
@@ -191,7 +191,7 @@ def test_input_order_does_not_matter(rows: list[dict], rnd: random.Random) -> No
     assert paths(make_spans(rows)) == paths(make_spans(shuffled))
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(trees(), st.data())
 def test_shortening_an_off_path_span_keeps_the_path(rows: list[dict], data: st.DataObject) -> None:
     """A span off the path starts later (it got shorter): the path is the same.

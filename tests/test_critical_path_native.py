@@ -49,7 +49,7 @@ def forests(draw: st.DrawFn) -> list[dict]:
     return rows
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(forests())
 def test_compiled_walk_equals_the_python_walk(rows: list[dict]) -> None:
     table = make_spans(rows)

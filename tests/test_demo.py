@@ -225,7 +225,7 @@ def test_demo_without_a_collector_says_so_and_fails() -> None:
     assert "tracelens collect" in done.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.smoke
 def test_main_job_runs_end_to_end(tmp_path: Path) -> None:
     """``scripts/demo.py`` (what ``make demo`` runs) with fewer requests, into tmp_path."""
     out = tmp_path / "out"

@@ -143,9 +143,7 @@ def test_tool_server_refusals(servers: ServerThread) -> None:
     assert b"shorter than Content-Length" in raw(servers.model_url or "", short)
 
 
-@settings(
-    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+@settings(deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(junk=st.binary(max_size=400))
 def test_servers_survive_any_bytes(servers: ServerThread, junk: bytes) -> None:
     for url in (servers.tools_url, servers.model_url or ""):

@@ -20,7 +20,7 @@ pytest.importorskip("vllm")
 from tracelens.api import analyze, load_spans
 from tracelens.schema import attribute_dict
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.system]
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -96,6 +96,7 @@ def test_the_band_is_the_traces_around_the_percentile() -> None:
 # --- verdicts and attribution on traces built by hand -----------------------------------------
 
 
+@pytest.mark.smoke
 def test_a_slower_operation_is_the_regression_and_the_whole_cause() -> None:
     """``a`` takes 50 ms more in every trace, nothing else changes: by construction the root's
     p50 rises by exactly 50 ms (114.5 -> 164.5: latency 100 + k + a), all of it from ``a``."""
@@ -347,7 +348,7 @@ def test_text_and_html_formats(two_weeks: str, tmp_path: Path) -> None:
 # --- A/A --------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_aa_twenty_seeds_report_no_regression_in_at_least_18() -> None:
     """A/A: two independent samples of the same agent, 20 times with different seeds.
 

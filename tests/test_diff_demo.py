@@ -104,7 +104,7 @@ def _diff(base: str, new: str) -> tuple[int, dict]:
     return res.exit_code, json.loads(res.stdout)
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_the_delayed_tool_is_named_as_the_cause_and_fails_the_gate(runs: dict[str, str]) -> None:
     code, doc = _diff(runs["base"], runs["slow"])
     assert code == 1, json.dumps(doc["roots"][0]["latency_ms"])
@@ -127,7 +127,7 @@ def test_the_delayed_tool_is_named_as_the_cause_and_fails_the_gate(runs: dict[st
     assert not doc["new_operations"] and not doc["vanished_operations"]
 
 
-@pytest.mark.slow
+@pytest.mark.system
 def test_the_unchanged_agent_passes_the_gate(runs: dict[str, str]) -> None:
     """A/A with the real agent: the same workload, interleaved with the others; no significant
     regression anywhere, exit 0."""

@@ -306,7 +306,7 @@ def _reordered(value: Any) -> Any:
     return value
 
 
-@settings(max_examples=80, deadline=None)
+@settings(deadline=None)
 @given(json_values)
 def test_fingerprint_depends_on_the_value_only(value: Any) -> None:
     digest, parts = result_fingerprint(value)
@@ -314,7 +314,7 @@ def test_fingerprint_depends_on_the_value_only(value: Any) -> None:
     assert len(parts) <= 16 and len(set(parts)) == len(parts)
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(st.lists(json_values, min_size=1, max_size=4))
 def test_nested_content_is_findable(values: list[Any]) -> None:
     """A content-bearing value nested at depth 1 is among the parent's fps (when few)."""
@@ -326,7 +326,7 @@ def test_nested_content_is_findable(values: list[Any]) -> None:
             assert own[0] in parent_fps or result_fingerprint(value)[0][:16] in parent_fps
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(json_values, json_values)
 def test_different_values_differ(a: Any, b: Any) -> None:
     if _canonical(a) != _canonical(b):
@@ -353,7 +353,7 @@ small_scalars = st.one_of(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(st.lists(small_scalars, max_size=4), st.lists(small_scalars, max_size=4))
 def test_memoised_args_hash_is_the_full_one(first: list[Any], second: list[Any]) -> None:
     """The hot path's memoised args_hash is args_fingerprint's, and a memo shared by two
@@ -375,7 +375,7 @@ def test_memoised_args_hash_takes_only_small_values() -> None:
         assert small_args_hash(names, (value,), {}) == args_fingerprint(names, [value])[0]
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(small_scalars)
 def test_result_fast_paths_match_the_general_walk(value: Any) -> None:
     for _ in range(2):  # the second time from the tables

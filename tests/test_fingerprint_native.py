@@ -79,7 +79,7 @@ def same(a: Any, b: Any) -> bool:
     return bool(a == b and type(a) is type(b) and [type(x) for x in a] == [type(x) for x in b])
 
 
-@settings(max_examples=400, deadline=None)
+@settings(deadline=None)
 @given(st.binary(max_size=600))
 def test_embedded_blake2b_is_hashlibs(data: bytes) -> None:
     assert F.native.digest(data) == hashlib.blake2b(data).digest()[:16]
@@ -91,7 +91,7 @@ def test_embedded_blake2b_at_block_boundaries() -> None:
         assert F.native.digest(data[:n]) == hashlib.blake2b(data[:n]).digest()[:16], n
 
 
-@settings(max_examples=500, deadline=None)
+@settings(deadline=None)
 @given(st.lists(values, max_size=6))
 def test_args_fingerprint_matches_the_reference(args: list[Any]) -> None:
     names = NAMES[: len(args)]
@@ -102,13 +102,13 @@ def test_args_fingerprint_matches_the_reference(args: list[Any]) -> None:
     )
 
 
-@settings(max_examples=500, deadline=None)
+@settings(deadline=None)
 @given(values)
 def test_result_fingerprint_matches_the_reference(value: Any) -> None:
     assert F.native.result_fingerprint(value) == F.py_result_fingerprint(value)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.one_of(scalars, st.sampled_from(["", "seven c", "eight ch"])), max_size=4))
 def test_small_args_hash_matches_the_reference(args: list[Any]) -> None:
     names = NAMES[: len(args)]

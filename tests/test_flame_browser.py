@@ -78,6 +78,7 @@ def traces(n: int = 20) -> list[dict[str, object]]:
     return rows
 
 
+@pytest.mark.smoke
 def test_flame_graphs_render_in_chromium(browser: Browser, tmp_path: Path) -> None:
     analysis = analyze_spans(make_spans(traces()), findings=False)
     page_html = render_report(analysis, title="flame graphs")  # the real report

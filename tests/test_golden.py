@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, analysed
 
 from tracelens.analysis import Analysis
-from tracelens.api import analyze
 
 sys.path.insert(0, str(ROOT / "tests" / "golden"))
 from generate import GOLDEN, SYNTH, fixture_files, name_of, outputs_of, synthetic
@@ -51,7 +50,7 @@ def _diff(want: str, got: str) -> str:
 @pytest.mark.parametrize("path", fixture_files(), ids=name_of)
 def test_output_is_unchanged(path: Path) -> None:
     want = GOLDEN_OUTPUTS[name_of(path)]
-    _check(analyze([path]), want)
+    _check(analysed(path), want)
 
 
 def test_synthetic_agent_traces_output_is_unchanged() -> None:

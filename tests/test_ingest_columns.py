@@ -63,7 +63,7 @@ _row = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=150, deadline=None)
+@settings(deadline=None)
 @given(st.lists(_row, max_size=6))
 def test_fast_columns_equal_span_columns(rows: list[dict[str, Any]]) -> None:
     fast, reference = SpanColumns(), ReferenceSpanColumns()
@@ -112,7 +112,7 @@ _otlp_span = st.fixed_dictionaries(
 )
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.lists(_otlp_span, min_size=1, max_size=4), min_size=1, max_size=4))
 def test_otlp_documents_and_json_lines(batches: list[list[dict[str, Any]]]) -> None:
     docs = [{"resourceSpans": [{"scopeSpans": [{"spans": spans}]}]} for spans in batches]
@@ -178,7 +178,7 @@ def _slots(doc: Any) -> list[tuple[Any, Any]]:
     return slots
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     st.sampled_from(_SMALL_FIXTURES),
     st.lists(
@@ -203,7 +203,7 @@ def test_mutated_documents_are_read_or_refused(name: str, edits: list[tuple[floa
         assert table.schema.names == list(COLUMNS)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     st.one_of(
         st.binary(max_size=64),

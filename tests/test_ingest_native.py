@@ -11,7 +11,6 @@ of a JSON Lines file is reported at its line whichever path met it.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -321,7 +320,7 @@ def _encode(doc: Any) -> bytes:
     return json.dumps(doc, allow_nan=True).encode()
 
 
-@settings(max_examples=int(os.environ.get("TRACELENS_NATIVE_EXAMPLES", "200")), deadline=None)
+@settings(deadline=None)
 @given(docs=st.lists(_document(), min_size=1, max_size=4))
 def test_documents_read_the_same(docs: list[dict[str, Any]]) -> None:
     """JSON Lines of hypothesis-made documents: same table, warnings and error either way."""

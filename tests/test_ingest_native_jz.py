@@ -14,7 +14,6 @@ line whichever path met it.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +30,6 @@ pytestmark = pytest.mark.skipif(
     reason="the compiled builder is not built or TRACELENS_NO_NATIVE is set",
 )
 
-EXAMPLES = int(os.environ.get("TRACELENS_NATIVE_EXAMPLES", "200"))
 JAEGER = sorted((FIXTURES / "jaeger").rglob("*.json"))
 ZIPKIN = sorted((FIXTURES / "zipkin").rglob("*.json"))
 
@@ -209,7 +207,7 @@ def _jaeger_doc(draw: st.DrawFn) -> Any:
     return {"data": draw(st.lists(traces, max_size=3))}
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(deadline=None)
 @given(docs=st.lists(_jaeger_doc(), min_size=1, max_size=3))
 def test_jaeger_documents_read_the_same(docs: list[Any]) -> None:
     """JSON Lines of hypothesis-made Jaeger documents: same table, warnings and error either way."""
@@ -284,7 +282,7 @@ def _zipkin_doc(draw: st.DrawFn) -> Any:
     return draw(st.lists(_zipkin_span(ids, traces, wild), max_size=8))
 
 
-@settings(max_examples=EXAMPLES, deadline=None)
+@settings(deadline=None)
 @given(docs=st.lists(_zipkin_doc(), min_size=1, max_size=3))
 def test_zipkin_documents_read_the_same(docs: list[Any]) -> None:
     """JSON Lines of hypothesis-made Zipkin arrays: same table, warnings and error either way."""

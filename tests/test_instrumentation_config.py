@@ -329,7 +329,6 @@ print(sum(first), sum(out), live_first, live_after, left, flush(2))
 """
 
 
-@pytest.mark.slow
 def test_same_behaviour_on_off_and_unreachable(tmp_path: Path) -> None:
     env_common = {"OTEL_EXPORTER_OTLP_TIMEOUT": "1", "OTEL_BSP_SCHEDULE_DELAY": "200"}
     results = {}
@@ -358,7 +357,6 @@ def test_same_behaviour_on_off_and_unreachable(tmp_path: Path) -> None:
     assert results["on"][5] == "True"
 
 
-@pytest.mark.slow
 def test_round_trip_into_a_running_tracelens_collector(tmp_path: Path) -> None:
     """Spans sent by configure(endpoint=...) land in the store of a real `tracelens collect`."""
     import importlib.util

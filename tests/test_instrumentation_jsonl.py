@@ -158,7 +158,7 @@ values = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(
     attributes=st.dictionaries(st.text(max_size=8), values, max_size=6),
     name=st.text(max_size=10),

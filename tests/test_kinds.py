@@ -175,7 +175,7 @@ _maps = st.one_of(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(deadline=None)
 @given(st.lists(_maps, max_size=12), st.lists(st.sampled_from(_KEYS), min_size=1, max_size=5))
 def test_attribute_columns_equal_map_get(rows: list[list[tuple[str, str | None]] | None],
                                          keys: list[str]) -> None:  # fmt: skip

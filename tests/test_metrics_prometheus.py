@@ -318,6 +318,7 @@ def _bucket_bounds(prom: Prometheus, selector: str) -> list[float]:
     return sorted(float(le) for le in les if le != "+Inf")
 
 
+@pytest.mark.smoke
 def test_p95_from_prometheus_agrees_with_analyze_within_one_bucket(
     run: Run, prometheus: Prometheus
 ) -> None:

@@ -209,7 +209,7 @@ def _span(draw: st.DrawFn, span: Any, keys: list[str] | None) -> None:
         _add_attributes(link.attributes, draw(st.lists(st.tuples(_keys, _any_value()), max_size=2)))
 
 
-_SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
 @_SETTINGS
@@ -250,7 +250,7 @@ def test_corrupted_requests_decode_alike_or_are_refused_alike(data: bytes) -> No
     assert_same(data)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.binary(max_size=200))
 def test_random_bytes_decode_alike_or_are_refused_alike(data: bytes) -> None:
     assert_same(data)
@@ -439,7 +439,7 @@ def merged(draw: st.DrawFn) -> bytes:
     return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(merged())
 def test_merged_messages_decode_alike(data: bytes) -> None:
     assert_same(data)

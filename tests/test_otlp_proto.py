@@ -204,7 +204,7 @@ def _span(draw: st.DrawFn, span: Any) -> None:
             link.attributes.add(key=k, value=v)
 
 
-@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(requests())
 def test_random_requests_decode_like_the_json_importer(request: ExportTraceServiceRequest) -> None:
     want = reference(request)
@@ -215,7 +215,7 @@ def test_random_requests_decode_like_the_json_importer(request: ExportTraceServi
 # -- bad input ---------------------------------------------------------------------------------
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(st.binary(max_size=300))
 def test_random_bytes_decode_or_raise_input_error(data: bytes) -> None:
     for native in NATIVE_CHOICES:

@@ -53,7 +53,7 @@ ops = st.one_of(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(deadline=None)
 @given(
     start=st.fixed_dictionaries({f: ns for f in ("cpu", "step_c", "t0")}),
     in_step=st.booleans(),
@@ -80,7 +80,7 @@ def test_same_fields_after_every_operation(
     assert state(ref) == state(fast)
 
 
-@settings(max_examples=500, deadline=None)
+@settings(deadline=None)
 @given(
     fields=st.fixed_dictionaries({f: st.one_of(ns, big) for f in COUNTERS if f != "thread"}),
     flags=st.fixed_dictionaries({"open": st.integers(0, 3), "ended": st.booleans()}),

@@ -208,7 +208,7 @@ def _change(ta: object, tl: Timeline, spec: dict) -> Change:
     )
 
 
-@settings(max_examples=50, deadline=None)
+@settings(deadline=None)
 @given(forests())
 def test_no_change_reproduces_every_latency(rows: list[dict]) -> None:
     ta, tl = timeline(rows)
@@ -216,7 +216,7 @@ def test_no_change_reproduces_every_latency(rows: list[dict]) -> None:
     assert got.tolist() == ta.traces["duration_ns"].to_list()  # type: ignore[attr-defined]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(deadline=None)
 @given(forests_and_changes())
 def test_shorter_or_earlier_never_makes_a_trace_slower(case: tuple[list[dict], dict]) -> None:
     rows, spec = case
@@ -226,7 +226,7 @@ def test_shorter_or_earlier_never_makes_a_trace_slower(case: tuple[list[dict], d
     assert np.all(got >= 0)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(forests_and_changes())
 def test_retimed_traces_reanalysed_give_the_replayed_latency(
     case: tuple[list[dict], dict],
@@ -239,7 +239,7 @@ def test_retimed_traces_reanalysed_give_the_replayed_latency(
     assert again.traces["duration_ns"].to_list() == pytest.approx(result.latency.tolist(), abs=1)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(deadline=None)
 @given(forests_and_changes())
 def test_vectorised_rounds_agree_with_the_plain_loop(case: tuple[list[dict], dict]) -> None:
     rows, spec = case
@@ -286,7 +286,7 @@ def pred_counts_reference(
     return q - koff[parent[kids]]
 
 
-@settings(max_examples=80, deadline=None)
+@settings(deadline=None)
 @given(forests(), st.sampled_from([1, 1 << 52]))
 def test_predecessor_counts_match_the_sort_based_reference(rows: list[dict], scale: int) -> None:
     """``scale`` 2**52 makes the windows too long for the composite keys (up to 7e18 ns), so
@@ -297,7 +297,7 @@ def test_predecessor_counts_match_the_sort_based_reference(rows: list[dict], sca
     assert tl.lp[tl.kids].tolist() == ref.tolist()
 
 
-@settings(max_examples=30, deadline=None)
+@settings(deadline=None)
 @given(forests())
 def test_depths_count_ancestors(rows: list[dict]) -> None:
     _, tl = timeline(rows)

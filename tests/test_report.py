@@ -212,7 +212,7 @@ def test_hostile_names_and_attributes_come_out_escaped() -> None:
     assert any('"><img src=x onerror=alert(2)>' in t for t in doc.titles)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.text(min_size=1, max_size=40),
     value=st.text(max_size=40),
@@ -354,7 +354,7 @@ def test_deep_trace_waterfall_is_capped_and_iterative() -> None:
     assert "Showing 150 of 6,000 spans" in page
 
 
-@settings(max_examples=60, deadline=None)
+@settings(deadline=None)
 @given(st.lists(st.floats(min_value=0.001, max_value=1e7), min_size=1, max_size=300))
 def test_histogram_accounts_for_every_trace(values: list[float]) -> None:
     h = latency_histogram(np.array(values))

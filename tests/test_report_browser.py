@@ -270,6 +270,7 @@ def test_harness_sees_requests_and_errors(browser: Browser, tmp_path: Path) -> N
     assert any("boom" in e for e in page.errors())
 
 
+@pytest.mark.smoke
 def test_fixture_report_in_chromium(browser: Browser, tmp_path: Path) -> None:
     from tracelens.analysis.summary import summary
     from tracelens.api import write_report
@@ -394,6 +395,7 @@ def test_hostile_model_and_function_names_stay_text(browser: Browser, tmp_path: 
     assert XSS_NAME in page.eval("document.getElementById('models').innerText")
 
 
+@pytest.mark.system
 def test_latency_model_and_flame_sections_of_a_demo_run(browser: Browser, tmp_path: Path) -> None:
     """A real demo run (its own agent, tool server and simulated model, 12 requests): the
     report's stage table, per-model fit with its scatter, sizing table and the three flame

@@ -18,11 +18,11 @@ from typing import Any
 
 import jsonschema
 import pytest
+from conftest import analysed
 
 from tracelens.analysis import analyze_spans
 from tracelens.analysis.whatif import WhatIf
 from tracelens.analysis.whatif import findings as what_if_findings
-from tracelens.api import analyze
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_PATH = ROOT / "docs" / "analysis.schema.json"
@@ -48,7 +48,7 @@ def validator() -> jsonschema.protocols.Validator:
 
 @cache
 def output(path: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = json.loads(analyze([path]).to_json())
+    doc: dict[str, Any] = json.loads(analysed(path).to_json())
     return doc
 
 

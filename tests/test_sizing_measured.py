@@ -183,6 +183,7 @@ def _size(m: Measured) -> Any:
 
 
 @pytest.mark.parametrize("name", [c.name for c in CASES])
+@pytest.mark.system
 def test_predicted_cpu_utilisation_matches_psutil(runs: dict[str, Measured], name: str) -> None:
     m = runs[name]
     sizing = _size(m)
@@ -193,6 +194,7 @@ def test_predicted_cpu_utilisation_matches_psutil(runs: dict[str, Measured], nam
     assert abs(err) <= TOLERANCE, (name, predicted, m.utilisation, m.run)
 
 
+@pytest.mark.system
 def test_model_binds_when_one_slot_serves_eight_requests(runs: dict[str, Measured]) -> None:
     m = runs["model_bound"]
     # Truth: nearly every model call found the one slot taken while the agent's loop had time
@@ -208,6 +210,7 @@ def test_model_binds_when_one_slot_serves_eight_requests(runs: dict[str, Measure
     assert model.current_utilisation is not None and model.current_utilisation > 0.8
 
 
+@pytest.mark.system
 def test_cpu_binds_when_slots_are_plenty_and_delays_short(runs: dict[str, Measured]) -> None:
     m = runs["cpu_bound"]
     # Truth: no model call ever queued (more slots than requests in flight) and the agent's

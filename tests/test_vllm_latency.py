@@ -131,6 +131,7 @@ def run_requests(llm: Any) -> tuple[Any, list[dict[str, float]]]:
     return analyze_traces(table_of(exporter.get_finished_spans())), truth
 
 
+@pytest.mark.smoke
 def test_token_fit_predicts_held_out_calls_and_agrees_with_vllm(llm: Any) -> None:
     ta, truth = run_requests(llm)
     table = calls(ta)

@@ -63,7 +63,7 @@ from tracelens_instrumentation.vllm import (  # noqa: E402
     uninstrument,
 )
 
-pytestmark = [pytest.mark.vllm, pytest.mark.slow]
+pytestmark = [pytest.mark.vllm, pytest.mark.system]
 ROOT = Path(__file__).resolve().parents[1]
 STARTUP_TIMEOUT_S = 150.0
 SPAN_TIMEOUT_S = 30.0

@@ -173,6 +173,7 @@ def test_collector_answers_the_wedge_body_and_stays_prompt(collector: Collector)
     assert _post(collector, real, {**PROTO, "Content-Encoding": "gzip"}).status_code == 200
 
 
+@pytest.mark.system
 def test_collector_refuses_a_1_gib_bomb_without_inflating_it(collector: Collector) -> None:
     bomb = gzip_bomb(1 << 30)
     assert len(bomb) < 2 * MiB
@@ -294,6 +295,7 @@ def test_multi_member_gzip_file_reads_every_member(tmp_path: Path) -> None:
     assert read_files([path]).spans["name"].to_pylist() == ["first", "second"]
 
 
+@pytest.mark.system
 def test_1_gib_gzip_bomb_file_is_refused_with_bounded_memory(tmp_path: Path) -> None:
     prefix = b'{"resourceSpans":[{"resource":{"attributes":[{"key":"a","value":{"stringValue":"'
     path = tmp_path / "bomb.json.gz"
@@ -318,6 +320,7 @@ def test_1_gib_gzip_bomb_file_is_refused_with_bounded_memory(tmp_path: Path) -> 
     assert psutil.pid_exists(proc.pid) is False or proc.poll() is not None
 
 
+@pytest.mark.system
 def test_large_bodies_decoding_do_not_hold_up_small_requests(collector: Collector) -> None:
     """Three 8 MiB requests of real spans take seconds to decode and store; small requests keep
     their second (large bodies take turns on one decode thread, small ones use the other)."""

@@ -234,6 +234,7 @@ def _store_degrades_if_spans_wait(url: str) -> None:
         assert wait_for(lambda: "store:" in health(url).get("reason", ""), 10), health(url)
 
 
+@pytest.mark.system
 def test_disk_full_under_load_then_kill_9_more_space_and_restart(tmp_path: Path) -> None:
     port = free_port()
     sent = Bodies.make(1500, 200, salt=1)
@@ -264,6 +265,7 @@ def test_disk_full_under_load_then_kill_9_more_space_and_restart(tmp_path: Path)
     print(f"acked {load.count(200)} requests, refused {load.count(503)}; all acked spans stored")
 
 
+@pytest.mark.system
 def test_space_returned_while_running_merging_resumes_and_health_recovers(tmp_path: Path) -> None:
     port = free_port()
     sent = Bodies.make(1500, 200, salt=2)

@@ -190,6 +190,7 @@ def _bodies(rng: random.Random, n: int) -> list[tuple[bytes, dict[str, str]]]:
     return out
 
 
+@pytest.mark.system
 def test_fuzzed_http_bodies(collector: Collector) -> None:
     rng = random.Random(SEED)
     bodies = _bodies(rng, 1_200)
@@ -296,6 +297,7 @@ def test_fuzzed_files_read_or_fail_cleanly(tmp_path: Path) -> None:
     assert outcomes["read"] > 20 and outcomes["input error"] > 150, outcomes
 
 
+@pytest.mark.system
 def test_fuzzed_files_through_the_cli(tmp_path: Path) -> None:
     paths = _mutated_files(tmp_path, 420)
     rng = random.Random(SEED + 3)

@@ -131,6 +131,7 @@ def test_error_answer_is_readable_while_the_client_is_still_sending(collector: C
     assert status_of(answer) == 413, answer[:200]
 
 
+@pytest.mark.system
 def test_dripping_trailers_are_cut_off_while_others_are_served(collector: Collector) -> None:
     port = port_of(collector)
     outcomes: list[tuple[int, float]] = []
@@ -167,6 +168,7 @@ def test_dripping_trailers_are_cut_off_while_others_are_served(collector: Collec
         assert took < 12  # the trailer section gets 5 s in all, not 5 s per line
 
 
+@pytest.mark.system
 def test_idle_connections_never_lock_out_a_well_behaved_client(collector: Collector) -> None:
     if raise_nofile(3 * IDLE) < 2 * IDLE + 100:
         pytest.skip("the open-file limit is too low for 2 x 2,100 sockets here")

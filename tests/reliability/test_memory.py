@@ -3,13 +3,12 @@ gRPC messages and HTTP bodies (psutil samples the real process every 10 ms).
 
 The default test uses a 1 GiB budget and messages at the 4 MiB gRPC limit plus 60 MiB ones
 (refused from their length prefix); the heavy one is the issue's case, 40 concurrent 60 MiB
-messages with the gRPC limit raised to 64 MiB, run with ``TRACELENS_HEAVY=1`` (CI).
+messages with the gRPC limit raised to 64 MiB, is in the heavy tier (``-m heavy``, make test-all).
 """
 
 from __future__ import annotations
 
 import json
-import os
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -24,9 +23,6 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 from test_collector_support import Collector, start_collector
 
 EXPORT = "/opentelemetry.proto.collector.trace.v1.TraceService/Export"
-heavy = pytest.mark.skipif(
-    os.environ.get("TRACELENS_HEAVY", "") in ("", "0"), reason="heavy: set TRACELENS_HEAVY=1"
-)
 
 
 def _sized(target: int) -> bytes:
@@ -68,6 +64,7 @@ def _measured(col: Collector, load: Callable[[], object]) -> tuple[object, int]:
     return result, rss
 
 
+@pytest.mark.smoke
 def test_concurrent_grpc_and_http_stay_within_the_budget(tmp_path: Path) -> None:
     budget = 1024
     col = start_collector(tmp_path / "t.duckdb", "--memory-mb", str(budget))
@@ -102,7 +99,6 @@ def test_concurrent_grpc_and_http_stay_within_the_budget(tmp_path: Path) -> None
     no_tracebacks(col)
 
 
-@heavy
 @pytest.mark.heavy
 def test_forty_concurrent_60_mib_grpc_messages_stay_within_the_budget(tmp_path: Path) -> None:
     budget = 2048
@@ -162,6 +158,7 @@ def _big_service(spans: int, size: int) -> tuple[bytes, bytes]:
     return request.SerializeToString(), json.dumps(as_json).encode()
 
 
+@pytest.mark.system
 def test_a_huge_service_name_cannot_multiply_memory(tmp_path: Path) -> None:
     """A 40 MiB service name on 1,000 spans would be 80 GB of span columns (the service and
     the resource JSON, per span): refused with 400 at decoding, with memory in the budget; the

@@ -57,6 +57,7 @@ def _post_all(url: str, sent: Bodies) -> None:
             assert client.post("/v1/traces", content=body, headers=PROTO).status_code == 200
 
 
+@pytest.mark.system
 def test_recovery_on_a_full_disk_degrades_reads_fail_fast_and_it_resumes(tmp_path: Path) -> None:
     port = free_port()
     sent = Bodies.make(5, 200, salt=3)
@@ -121,6 +122,7 @@ def _spans(rows: int, salt: int) -> pa.Table:
     return pa.concat_tables(copies)
 
 
+@pytest.mark.system
 def test_an_invalidated_store_is_reopened_once_space_returns(tmp_path: Path) -> None:
     """A checkpoint that fails for lack of space invalidates the DuckDB database; the store
     notices, and its next call after space returns works (no restart of the process)."""
@@ -216,6 +218,7 @@ class _FailingStore:
         return self.store.append_new(spans)
 
 
+@pytest.mark.system
 def test_failed_merges_back_off_resume_and_leave_no_empty_segment(tmp_path: Path) -> None:
     db = str(tmp_path / "m.duckdb")
     store, stats = DuckDBStore(db), Stats()
