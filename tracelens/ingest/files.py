@@ -24,7 +24,14 @@ import pyarrow.compute as pc
 
 from tracelens.errors import InputError
 from tracelens.ingest import detect, jaeger, otlp_json, zipkin
-from tracelens.ingest._common import FieldError, SpanBatch, json_cost, loads, max_json_cost
+from tracelens.ingest._common import (
+    FieldError,
+    LongNumberError,
+    SpanBatch,
+    json_cost,
+    loads,
+    max_json_cost,
+)
 
 Decoder = Callable[[Any, SpanBatch, list[str]], None]
 
@@ -230,6 +237,8 @@ class _Reader:
             self._parse_cap(line, lineno)
             try:
                 doc = loads(line)
+            except LongNumberError as exc:
+                raise _long_number(self.source, exc, lineno) from None
             except json.JSONDecodeError as exc:
                 raise InputError(
                     self.source,
@@ -247,6 +256,8 @@ class _Reader:
     def _parse(self, data: bytes) -> Any:
         try:
             return loads(data)
+        except LongNumberError as exc:
+            raise _long_number(self.source, exc, None) from None
         except json.JSONDecodeError as exc:
             if self.input_format is None and detect.may_be_proto(data):
                 try:
@@ -324,6 +335,11 @@ class _ProtoTable:
 
     def __init__(self, table: pa.Table) -> None:
         self.table = table
+
+
+def _long_number(source: str, exc: LongNumberError, line: int | None) -> InputError:
+    """The error for an integer too long to read, naming its field (and line, in JSON Lines)."""
+    return InputError(source, exc.msg, line=line, field=exc.field or None)
 
 
 def _try_json(line: bytes) -> Any:
