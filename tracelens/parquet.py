@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,27 +101,47 @@ def trace_days(spans: pa.Table) -> pa.Array:
 
 
 def write_parquet(
-    spans: pa.Table, parquet: str | os.PathLike[str], *, max_rows_per_file: int = 1_000_000
+    spans: pa.Table,
+    parquet: str | os.PathLike[str],
+    *,
+    max_rows_per_file: int = 1_000_000,
+    mode: int | None = None,
 ) -> Exported:
-    """Write ``spans`` (the span table) as a span set in the new or empty directory ``parquet``."""
+    """Write ``spans`` (the span table) as a span set in the new or empty directory ``parquet``.
+
+    With ``mode`` (permission bits, e.g. the store's 0600), every file written gets that mode and
+    every directory written that mode plus search where it reads (0700): an export is as private
+    as the store it came from.  The set is written in a fresh 0700 directory inside ``parquet``
+    and moved into place only then, so no file is readable to others even for a moment."""
     out = Path(parquet)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(os.fspath(out), "exists and is not an empty directory")
     table = spans.select(list(COLUMNS)).cast(SPAN_SCHEMA)
     table = table.append_column(SEQ, pa.array(range(table.num_rows), pa.int64()))
     table = table.append_column(PARTITION, trace_days(table))
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    ds.write_dataset(
-        table,
-        out,
-        format="parquet",
-        partitioning=ds.partitioning(pa.schema([(PARTITION, pa.string())]), flavor="hive"),
-        basename_template="part-{i}.parquet",
-        preserve_order=True,
-        max_rows_per_file=max_rows_per_file,
-        max_rows_per_group=min(max_rows_per_file, 128 * 1024),
-        existing_data_behavior="error",
-    )
+    if created and mode is not None:
+        out.chmod(_dir_mode(mode))
+    work = Path(tempfile.mkdtemp(prefix=".tracelens-export-", dir=out))
+    try:
+        ds.write_dataset(
+            table,
+            work,
+            format="parquet",
+            partitioning=ds.partitioning(pa.schema([(PARTITION, pa.string())]), flavor="hive"),
+            basename_template="part-{i}.parquet",
+            preserve_order=True,
+            max_rows_per_file=max_rows_per_file,
+            max_rows_per_group=min(max_rows_per_file, 128 * 1024),
+            existing_data_behavior="error",
+        )
+        if mode is not None:
+            _set_modes(work, mode)
+        for part in sorted(work.iterdir()):
+            part.rename(out / part.name)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     traces = pc.count_distinct(table["trace_id"]).as_py() if table.num_rows else 0
     days = pc.unique(table[PARTITION]).to_pylist()
     doc = {
@@ -136,8 +158,27 @@ def write_parquet(
         "traces": traces,
         "days": sorted(days),
     }
-    (out / LAYOUT_FILE).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    text = (json.dumps(doc, indent=2) + "\n").encode("utf-8")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    fd = os.open(out / LAYOUT_FILE, flags, 0o666 if mode is None else mode)
+    with os.fdopen(fd, "wb") as file:
+        if mode is not None:
+            os.fchmod(file.fileno(), mode)  # whatever the umask
+        file.write(text)
     return Exported(path=out, spans=table.num_rows, traces=traces, partitions=len(days))
+
+
+def _dir_mode(mode: int) -> int:
+    """A directory's mode for files of ``mode``: search (x) wherever read (r) is allowed."""
+    return mode | ((mode & 0o444) >> 2)
+
+
+def _set_modes(top: Path, mode: int) -> None:
+    for root, dirs, files in os.walk(top):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), _dir_mode(mode))
+        for name in files:
+            os.chmod(os.path.join(root, name), mode)
 
 
 def order_indices(table: pa.Table, keys: list[str]) -> pa.Array:
