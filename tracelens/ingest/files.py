@@ -132,11 +132,7 @@ def read_stream(
         odd.put(table)
         table = table.slice(0, 0)
     odd.count(table)
-    if odd.odd:
-        warnings.append(
-            f"{source}: {odd.odd} spans have trace or span ids that are not 32/16 lower-case hex "
-            "digits (kept as they are)"
-        )
+    warnings.extend(odd.warnings(source))
     return table
 
 
@@ -410,11 +406,12 @@ def _proto(data: bytes, source: str, *, tried_json: bool) -> pa.Table:
 
 
 class _OddIds:
-    """Counts spans whose ids are not 32/16 lower-case hex (one warning per file), passing chunks
-    on to ``sink``."""
+    """Counts spans whose ids are not 32/16 lower-case hex and spans with a start or end time of
+    0 (one warning each per file), passing chunks on to ``sink``."""
 
     def __init__(self, sink: Callable[[pa.Table], None] | None) -> None:
         self.odd = 0
+        self.zero_times = 0
         self._sink = sink
 
     def count(self, table: pa.Table) -> None:
@@ -423,8 +420,25 @@ class _OddIds:
         good_trace = pc.match_substring_regex(table["trace_id"], "^[0-9a-f]{32}$")
         good_span = pc.match_substring_regex(table["span_id"], "^[0-9a-f]{16}$")
         self.odd += table.num_rows - pc.sum(pc.and_(good_trace, good_span)).as_py()
+        zero = pc.or_(pc.equal(table["start_ns"], 0), pc.equal(table["end_ns"], 0))
+        self.zero_times += pc.sum(zero).as_py() or 0
 
     def put(self, table: pa.Table) -> None:
         self.count(table)
         if self._sink is not None:
             self._sink(table)
+
+    def warnings(self, source: str) -> list[str]:
+        found = []
+        if self.odd:
+            found.append(
+                f"{source}: {self.odd} spans have trace or span ids that are not 32/16 lower-case "
+                "hex digits (kept as they are)"
+            )
+        if self.zero_times:
+            found.append(
+                f"{source}: {self.zero_times} spans have a start or end time of 0 (1970-01-01; "
+                "OTLP reads a missing startTimeUnixNano or endTimeUnixNano as 0): their durations "
+                "and positions in time mean nothing"
+            )
+        return found
