@@ -405,9 +405,15 @@ def _proto(data: bytes, source: str, *, tried_json: bool) -> pa.Table:
         raise InputError(source, f"not a valid OTLP protobuf message ({exc})") from None
 
 
+CLOCK_NS: Final = 946_684_800 * 10**9
+"""2000-01-01 in ns since the epoch: a later time is a real clock's, beside which a time of 0
+(what a missing time reads as) makes no sense.  Times that start at 0 and stay small are a
+relative timeline (hand-made traces such as CRISP's) and make sense."""
+
+
 class _OddIds:
-    """Counts spans whose ids are not 32/16 lower-case hex and spans with a start or end time of
-    0 (one warning each per file), passing chunks on to ``sink``."""
+    """Counts spans whose ids are not 32/16 lower-case hex and spans whose zero time makes no
+    sense (one warning each per file), passing chunks on to ``sink``."""
 
     def __init__(self, sink: Callable[[pa.Table], None] | None) -> None:
         self.odd = 0
@@ -420,7 +426,11 @@ class _OddIds:
         good_trace = pc.match_substring_regex(table["trace_id"], "^[0-9a-f]{32}$")
         good_span = pc.match_substring_regex(table["span_id"], "^[0-9a-f]{16}$")
         self.odd += table.num_rows - pc.sum(pc.and_(good_trace, good_span)).as_py()
-        zero = pc.or_(pc.equal(table["start_ns"], 0), pc.equal(table["end_ns"], 0))
+        start, end = table["start_ns"], table["end_ns"]
+        start_zero = pc.and_(
+            pc.equal(start, 0), pc.or_(pc.equal(end, 0), pc.greater(end, CLOCK_NS))
+        )
+        zero = pc.or_(start_zero, pc.and_(pc.equal(end, 0), pc.greater(start, 0)))
         self.zero_times += pc.sum(zero).as_py() or 0
 
     def put(self, table: pa.Table) -> None:
@@ -437,8 +447,8 @@ class _OddIds:
             )
         if self.zero_times:
             found.append(
-                f"{source}: {self.zero_times} spans have a start or end time of 0 (1970-01-01; "
-                "OTLP reads a missing startTimeUnixNano or endTimeUnixNano as 0): their durations "
-                "and positions in time mean nothing"
+                f"{source}: {self.zero_times} spans have a start or end time of 0 beside a "
+                "time of a real clock, or no times at all (a missing time reads as 0, "
+                "1970-01-01): their durations and places in time mean nothing"
             )
         return found
