@@ -228,6 +228,30 @@ def test_digits_in_strings_and_long_fractions_are_no_long_numbers(tmp_path: Path
     assert float(attrs["f"]) == pytest.approx(1 / 3)
 
 
+@pytest.mark.parametrize("count", ["9" * 5000, "\u00b2"], ids=["5000-digits", "superscript-2"])
+def test_a_cpu_stack_count_that_is_no_int64_is_a_malformed_entry_not_a_traceback(
+    count: str, tmp_path: Path
+) -> None:
+    """The analysis parses numbers too: a folded stack's count is ASCII digits within int64, else
+    the entry is reported malformed (``str.isdigit`` takes "²", which ``int`` refuses)."""
+    from tracelens.analysis.hotspots import parse_stacks
+
+    stacks, errors = parse_stacks(["main;f " + count, "main;g 12"])
+    assert stacks == [(("main", "g"), 12)]
+    assert len(errors) == 1 and errors[0].startswith("entry 0:")
+    value = '{"arrayValue":{"values":[{"stringValue":"main;f ' + count + '"}]}}'
+    fields = (
+        '"startTimeUnixNano":"1700000000000000000","endTimeUnixNano":"1700000001000000000",'
+        '"attributes":[{"key":"tracelens.cpu_stacks","value":' + value + "},"
+        '{"key":"tracelens.cpu_ns","value":{"intValue":"1000"}}]'
+    )
+    path = tmp_path / "stacks.json"
+    path.write_text(_otlp(fields))
+    result = _cli("analyze", str(path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "Traceback" not in result.stderr
+
+
 # ---- blank lines and gzip member layouts -------------------------------------------------------
 
 
