@@ -11,6 +11,7 @@ collector's memory budget.
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -233,7 +234,12 @@ def export(db: str | None = None, *, parquet: str | os.PathLike[str]) -> Exporte
     library form of ``tracelens export``."""
     from tracelens.parquet import write_parquet
 
-    return write_parquet(load_spans(db=db).spans, parquet)
+    spans = load_spans(db=db).spans
+    try:  # the export is as private as the store (a collector's is 0600)
+        mode: int | None = stat.S_IMODE(os.stat(db or default_db_path()).st_mode) & 0o666
+    except OSError:
+        mode = None
+    return write_parquet(spans, parquet, mode=mode)
 
 
 @dataclass

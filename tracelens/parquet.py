@@ -21,6 +21,8 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +42,7 @@ SEQ: Final = "seq"  # the row's position in the exported table
 PARTITION: Final = "day"  # UTC day (YYYY-MM-DD) of the trace's earliest span start
 # How rows of a table without ``seq`` are ordered (the embedded and the Spark engine alike).
 CANONICAL_ORDER: Final = ("trace_id", "start_ns", "end_ns", "span_id", "parent_span_id", "name")
+MAX_LAYOUT_BYTES: Final = 1 << 20  # the layout file is a few hundred bytes
 
 
 @dataclass(frozen=True)
@@ -59,13 +62,21 @@ def layout(path: str | os.PathLike[str]) -> dict[str, Any]:
     """The layout file of a span set, checked; ``InputError`` names what is wrong."""
     where = Path(path) / LAYOUT_FILE
     try:
-        doc = json.loads(where.read_text(encoding="utf-8"))
+        with where.open("rb") as file:
+            text = file.read(MAX_LAYOUT_BYTES + 1)
+        if len(text) > MAX_LAYOUT_BYTES:
+            raise InputError(
+                os.fspath(where), f"unreadable layout file: larger than {MAX_LAYOUT_BYTES} bytes"
+            )
+        doc = json.loads(text.decode("utf-8"))
     except FileNotFoundError:
         raise InputError(
             os.fspath(path), f"not a tracelens Parquet span set (no {LAYOUT_FILE})"
         ) from None
     except (OSError, ValueError) as exc:
         raise InputError(os.fspath(where), f"unreadable layout file: {exc}") from None
+    except RecursionError:  # json.loads recurses per level of nesting
+        raise InputError(os.fspath(where), "unreadable layout file: nested too deeply") from None
     if not isinstance(doc, dict) or doc.get("format") != LAYOUT_FORMAT:
         raise InputError(os.fspath(where), f"expected {LAYOUT_FORMAT!r}", field="format")
     version = doc.get("version")
@@ -90,27 +101,47 @@ def trace_days(spans: pa.Table) -> pa.Array:
 
 
 def write_parquet(
-    spans: pa.Table, parquet: str | os.PathLike[str], *, max_rows_per_file: int = 1_000_000
+    spans: pa.Table,
+    parquet: str | os.PathLike[str],
+    *,
+    max_rows_per_file: int = 1_000_000,
+    mode: int | None = None,
 ) -> Exported:
-    """Write ``spans`` (the span table) as a span set in the new or empty directory ``parquet``."""
+    """Write ``spans`` (the span table) as a span set in the new or empty directory ``parquet``.
+
+    With ``mode`` (permission bits, e.g. the store's 0600), every file written gets that mode and
+    every directory written that mode plus search where it reads (0700): an export is as private
+    as the store it came from.  The set is written in a fresh 0700 directory inside ``parquet``
+    and moved into place only then, so no file is readable to others even for a moment."""
     out = Path(parquet)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise InputError(os.fspath(out), "exists and is not an empty directory")
     table = spans.select(list(COLUMNS)).cast(SPAN_SCHEMA)
     table = table.append_column(SEQ, pa.array(range(table.num_rows), pa.int64()))
     table = table.append_column(PARTITION, trace_days(table))
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    ds.write_dataset(
-        table,
-        out,
-        format="parquet",
-        partitioning=ds.partitioning(pa.schema([(PARTITION, pa.string())]), flavor="hive"),
-        basename_template="part-{i}.parquet",
-        preserve_order=True,
-        max_rows_per_file=max_rows_per_file,
-        max_rows_per_group=min(max_rows_per_file, 128 * 1024),
-        existing_data_behavior="error",
-    )
+    if created and mode is not None:
+        out.chmod(_dir_mode(mode))
+    work = Path(tempfile.mkdtemp(prefix=".tracelens-export-", dir=out))
+    try:
+        ds.write_dataset(
+            table,
+            work,
+            format="parquet",
+            partitioning=ds.partitioning(pa.schema([(PARTITION, pa.string())]), flavor="hive"),
+            basename_template="part-{i}.parquet",
+            preserve_order=True,
+            max_rows_per_file=max_rows_per_file,
+            max_rows_per_group=min(max_rows_per_file, 128 * 1024),
+            existing_data_behavior="error",
+        )
+        if mode is not None:
+            _set_modes(work, mode)
+        for part in sorted(work.iterdir()):
+            part.rename(out / part.name)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     traces = pc.count_distinct(table["trace_id"]).as_py() if table.num_rows else 0
     days = pc.unique(table[PARTITION]).to_pylist()
     doc = {
@@ -127,8 +158,27 @@ def write_parquet(
         "traces": traces,
         "days": sorted(days),
     }
-    (out / LAYOUT_FILE).write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+    text = (json.dumps(doc, indent=2) + "\n").encode("utf-8")
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL
+    fd = os.open(out / LAYOUT_FILE, flags, 0o666 if mode is None else mode)
+    with os.fdopen(fd, "wb") as file:
+        if mode is not None:
+            os.fchmod(file.fileno(), mode)  # whatever the umask
+        file.write(text)
     return Exported(path=out, spans=table.num_rows, traces=traces, partitions=len(days))
+
+
+def _dir_mode(mode: int) -> int:
+    """A directory's mode for files of ``mode``: search (x) wherever read (r) is allowed."""
+    return mode | ((mode & 0o444) >> 2)
+
+
+def _set_modes(top: Path, mode: int) -> None:
+    for root, dirs, files in os.walk(top):
+        for name in dirs:
+            os.chmod(os.path.join(root, name), _dir_mode(mode))
+        for name in files:
+            os.chmod(os.path.join(root, name), mode)
 
 
 def order_indices(table: pa.Table, keys: list[str]) -> pa.Array:
@@ -166,5 +216,60 @@ def read_parquet(parquet: str | os.PathLike[str], columns: Sequence[str] | None 
         table = dataset.to_table(columns=[*cols, *order])
     except (pa.ArrowInvalid, OSError) as exc:
         raise InputError(os.fspath(path), f"cannot read as Parquet: {exc}") from None
+    table = _checked(table, path, dataset)
     table = table.take(order_indices(table, [SEQ] if ours else list(CANONICAL_ORDER)))
     return table.select(cols).cast(pa.schema([SPAN_SCHEMA.field(c) for c in cols]))
+
+
+_ARROW_ERRORS: Final = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+
+
+def _checked(table: pa.Table, path: Path, dataset: ds.Dataset) -> pa.Table:
+    """``table`` in the span schema's types, every column checked against the layout (its type,
+    nulls where a span needs a value, valid UTF-8 text: Polars and DuckDB fail on anything else,
+    far from the file).  ``InputError`` names the file (the first one of the set holding the bad
+    value) and the column."""
+    columns = []
+    for name in table.column_names:
+        problem, column = _check_column(name, table[name])
+        if problem is not None:
+            where = _bad_file(dataset, name) or os.fspath(path)
+            raise InputError(where, f"column {name}: {problem}")
+        columns.append(column)
+    return pa.table(columns, names=table.column_names)
+
+
+def _check_column(name: str, column: pa.ChunkedArray) -> tuple[str | None, pa.ChunkedArray]:
+    """What is wrong with a column (None when nothing), and the column in the schema's type."""
+    expected = pa.field(SEQ, pa.int64(), nullable=False) if name == SEQ else SPAN_SCHEMA.field(name)
+    try:
+        column.validate(full=True)  # UTF-8 of every string, offsets, nested lists and maps
+    except _ARROW_ERRORS as exc:
+        what = "not valid UTF-8 text" if "UTF8" in str(exc) else "invalid values"
+        return f"{what} ({_short(exc)})", column
+    if column.type != expected.type:
+        try:
+            column = column.cast(expected.type)
+        except _ARROW_ERRORS as exc:
+            return f"{_short(column.type)}, not {expected.type} ({_short(exc)})", column
+    if not expected.nullable and column.null_count:
+        return f"{column.null_count} null values: every span needs a {name}", column
+    return None, column
+
+
+def _bad_file(dataset: ds.Dataset, name: str) -> str | None:
+    """The first file of ``dataset`` whose column ``name`` fails ``_check_column``."""
+    for file in dataset.files:
+        try:
+            column = ds.dataset(file, format="parquet").to_table(columns=[name])[name]
+        except (*_ARROW_ERRORS, OSError, KeyError):
+            return str(file)
+        if _check_column(name, column)[0] is not None:
+            return str(file)
+    return None
+
+
+def _short(what: object) -> str:
+    """A type or an error as text, cut short (a type nested thousands deep is a long text)."""
+    text = str(what)
+    return text if len(text) <= 200 else text[:200] + "..."

@@ -28,7 +28,8 @@ from tracelens.api import analyze
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "outputs.json.gz"
-SKIP = ("README.md", "labels.json", ".expected.json")
+# (``.snapshot``: a real file refused on purpose, fixtures/README.md, tests/reliability)
+SKIP = ("README.md", "labels.json", ".expected.json", ".snapshot")
 SYNTH = "bench/synth.py make_traces(200, seed=3), top 20"
 
 

@@ -22,6 +22,7 @@ speedscope input.
 from __future__ import annotations
 
 import json
+import re
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -178,6 +179,9 @@ def write_folded(hotspots: CpuHotspots, path: str, off_path: bool = False) -> in
     return text.count("\n")
 
 
+_COUNT: Final = re.compile(r"[0-9]{1,18}").fullmatch
+
+
 def parse_stacks(value: Any) -> tuple[list[tuple[Stack, int]], list[str]]:
     """One span's ``tracelens.cpu_stacks`` (a string array, or its JSON text as the store keeps
     it) as ``(frames, weight)`` pairs, and a message per malformed entry."""
@@ -195,7 +199,9 @@ def parse_stacks(value: Any) -> tuple[list[tuple[Stack, int]], list[str]]:
             errors.append(f"entry {j}: not a string")
             continue
         stack, _, count = entry.rpartition(" ")
-        if not stack or not count.isdigit() or int(count) <= 0:
+        # ASCII digits that fit an int64 (isdigit() also takes "²", which int() refuses, and
+        # int() refuses a count of more than 4,300 digits): anything else is malformed.
+        if not stack or _COUNT(count) is None or int(count) <= 0:
             errors.append(f"entry {j}: not 'frame;frame COUNT': {entry[:60]!r}")
             continue
         frames = tuple(stack.split(";"))

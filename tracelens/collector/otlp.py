@@ -17,12 +17,12 @@ from google.rpc import code_pb2, status_pb2
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceResponse
 
 from tracelens.errors import InputError
+from tracelens.ingest import inflate
 from tracelens.ingest.otlp_proto import CheckedSpans, check_spans, decode_export_request_checked
 
 PROTOBUF: Final = "application/x-protobuf"
 JSON: Final = "application/json"
 _MEDIA: Final = {PROTOBUF: PROTOBUF, "application/protobuf": PROTOBUF, JSON: JSON}
-_CHUNK: Final = 1 << 20
 
 
 class BodyTooLarge(Exception):
@@ -48,61 +48,26 @@ def decompress(body: bytes, encoding: str | None, limit: int) -> bytes:
     """Undo ``Content-Encoding`` (gzip, deflate, identity), never producing more than ``limit``
     bytes: a gzip bomb is refused after ``limit`` bytes of output, not after all of them.
 
-    Several gzip members (or zlib streams) one after another are one body (RFC 1952), each
-    inflated with what is left of ``limit``.  Every step either consumes input or produces output,
-    so the loop ends after at most ``len(body) + limit`` bytes of work; the old loop never ended
-    on a member followed by another one.
+    Several gzip members (or zlib streams) one after another are one body (RFC 1952), inflated
+    in time linear in the body whatever its layout (``tracelens.ingest.inflate``).
     """
     name = (encoding or "identity").strip().lower()
     if name in ("", "identity"):
         return body
     if name in ("gzip", "x-gzip"):
-        wbits = 16 + zlib.MAX_WBITS
+        wbits = inflate.GZIP
     elif name == "deflate":
-        wbits = zlib.MAX_WBITS
+        wbits = inflate.ZLIB
     else:
         raise UnsupportedMedia(f"unsupported content encoding {name!r}: send gzip, deflate or none")
     try:
-        return inflate(body, wbits, limit)
+        return inflate.inflate(body, wbits, limit)
     except zlib.error as exc:
         raise InputError("<request>", f"bad {name} body: {exc}") from None
-    except _Truncated:
+    except inflate.Truncated:
         raise InputError("<request>", f"truncated {name} body") from None
-    except _TooLarge:
+    except inflate.TooLarge:
         raise BodyTooLarge(f"body decompresses to more than {limit} bytes") from None
-
-
-class _Truncated(Exception):
-    pass
-
-
-class _TooLarge(Exception):
-    pass
-
-
-def inflate(data: bytes, wbits: int, limit: int) -> bytes:
-    """Every member of ``data`` inflated; ``_TooLarge`` past ``limit`` bytes of output,
-    ``_Truncated`` when a member ends early, ``zlib.error`` on bad data."""
-    parts: list[bytes] = []
-    total = 0
-    rest = data
-    while rest:
-        inflater = zlib.decompressobj(wbits)
-        tail = rest
-        while not inflater.eof:
-            # Ask for one byte past the limit at most: enough to know it is over.
-            chunk = inflater.decompress(tail, min(_CHUNK, limit - total + 1))
-            total += len(chunk)
-            if total > limit:
-                raise _TooLarge
-            if chunk:
-                parts.append(chunk)
-            consumed = len(tail) - len(inflater.unconsumed_tail)
-            tail = inflater.unconsumed_tail
-            if not chunk and not consumed:  # no progress: the input ran out mid-member
-                raise _Truncated
-        rest = inflater.unused_data
-    return b"".join(parts)
 
 
 def decode(body: bytes, media: str) -> CheckedSpans:

@@ -55,9 +55,36 @@ _ESCAPE = re.compile(
 _RAW_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
+MAX_INT_DIGITS: Final = 400
+"""Longest integer literal the standard-library fallback turns into an ``int``.  No field holds
+more digits (int64 has 19, the largest finite double 309); ``int()`` of a long literal costs time
+quadratic in its length and is refused past 4,300 digits with a bare ``ValueError``.  A longer
+integer is a ``LongNumberError`` naming the field it stands in."""
+
+
+class LongNumberError(json.JSONDecodeError):
+    """An integer literal of more than ``MAX_INT_DIGITS`` digits at ``field`` (its path from the
+    document's root, as ``FieldError`` paths are written)."""
+
+    def __init__(self, msg: str, doc: str, pos: int, field: str) -> None:
+        super().__init__(msg, doc, pos)
+        self.field = field
+
+
+class _LongInt(Exception):
+    """Raised by ``_parse_int`` through ``json.loads``, which gives no place: ``loads`` finds it."""
+
+
+def _parse_int(literal: str) -> int:
+    if len(literal) > MAX_INT_DIGITS + 1 and len(literal.lstrip("-")) > MAX_INT_DIGITS:
+        raise _LongInt
+    return int(literal)
+
+
 def loads(data: bytes | str) -> Any:
     """Parse JSON; on failure the standard library parses again, for its exact error place and
-    for what it alone accepts (NaN, integers beyond 64 bits).
+    for what it alone accepts (NaN, integers beyond 64 bits).  An integer of more than
+    ``MAX_INT_DIGITS`` digits is a ``LongNumberError`` naming its field.
 
     Before the fallback parses, its two traps are ruled out with their place in the text
     (``json.JSONDecodeError``): nesting deeper than ``MAX_JSON_DEPTH`` (it recurses per level) and
@@ -70,7 +97,65 @@ def loads(data: bytes | str) -> Any:
         pass
     text = data if isinstance(data, str) else _text(data)
     check_json_text(text)
-    return json.loads(text)
+    try:
+        return json.loads(text, parse_int=_parse_int)
+    except _LongInt:
+        pass
+    pos, field = long_int_place(text)
+    digits = _LONG_INT.match(text, pos)
+    length = len(digits.group().lstrip("-")) if digits else 0
+    raise LongNumberError(
+        f"a number of {length} digits (more than {MAX_INT_DIGITS} are not read)", text, pos, field
+    ) from None
+
+
+_LONG_DIGITS: Final = "-?[0-9]{" + str(MAX_INT_DIGITS + 1) + ",}"
+_LONG_INT = re.compile(_LONG_DIGITS)
+# Tokens that move the path (strings, brackets, ``,`` and ``:``) and integer literals too long
+# to read (not a fraction's or an exponent's digits: those follow ``.``, ``e`` or a sign).
+_PATH_TOKEN = re.compile(
+    r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{},:]|(?<![0-9.eE+-])' + _LONG_DIGITS + r"(?![0-9.eE])",
+    re.S,
+)
+
+
+def long_int_place(text: str) -> tuple[int, str]:
+    """Where the first integer literal of more than ``MAX_INT_DIGITS`` digits stands in the JSON
+    ``text`` and its path (``resourceSpans[0].scopeSpans[0].spans[2].startTimeUnixNano``); one
+    pass, no recursion.  ``(len(text), "")`` when there is none."""
+    path: list[str | int] = []  # a key (in an object) or an index (in an array) per level
+    last = ""
+    for match in _PATH_TOKEN.finditer(text):
+        token = match.group()
+        first = token[0]
+        if first == '"':
+            last = token
+        elif first == ":":
+            if path:
+                path[-1] = json.loads(last)
+        elif first == ",":
+            if path and type(path[-1]) is int:
+                path[-1] += 1
+        elif first == "[":
+            path.append(0)
+        elif first == "{":
+            path.append("")
+        elif first in "]}":
+            if path:
+                path.pop()
+        else:
+            return match.start(), _path_text(path)
+    return len(text), ""
+
+
+def _path_text(path: list[str | int]) -> str:
+    out = ""
+    for part in path:
+        if type(part) is int:
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
 
 
 def _text(data: bytes) -> str:
@@ -181,13 +266,18 @@ def as_int(value: Any, field: str) -> int:
     else:
         raise FieldError(field, f"not an integer: {value!r:.60}")
     if not _INT64_MIN <= number <= _INT64_MAX:
-        raise FieldError(field, f"out of the 64-bit integer range: {number}")
+        raise FieldError(field, f"out of the 64-bit integer range: {number!r:.60}")
     return number
 
 
 def as_float(value: Any, field: str) -> float:
-    if type(value) in (float, int):
-        return float(value)
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        try:
+            return float(value)
+        except OverflowError:  # beyond the largest double (1.8e308)
+            raise FieldError(field, f"out of the range of a double: {value!r:.60}") from None
     if type(value) is str:  # proto3 JSON spells NaN and infinities as strings
         try:
             return float(value)

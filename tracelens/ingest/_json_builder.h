@@ -135,7 +135,7 @@ typedef struct {
     int n;
 } Names;
 
-#define MAX_WORDS 8 /* the attribute names a format's walk is given (see add_begin) */
+#define MAX_WORDS 10 /* the attribute names a format's walk is given (see add_begin) */
 
 typedef struct {
     PyObject_HEAD

@@ -10,9 +10,12 @@
  * unusual is left to Python (BAIL).
  */
 
+#include <strings.h> /* strncasecmp */
+
 /* The attribute names zipkin.py passes, in its order. */
 enum { W_ERROR, W_PEER_SERVICE, W_SERVER_ADDRESS, W_SERVER_PORT, W_CLIENT_ADDRESS, W_CLIENT_PORT,
-       W_LOCAL_ADDRESS, W_LOCAL_PORT, N_ZIPKIN_WORDS };
+       W_LOCAL_ADDRESS, W_LOCAL_PORT, W_OTEL_STATUS_CODE, W_OTEL_STATUS_DESCRIPTION,
+       N_ZIPKIN_WORDS };
 
 #define N_ZF (Z_SHARED - Z_TRACE_ID + 1)
 #define ZF(f, key) (f)[(key) - Z_TRACE_ID]
@@ -277,6 +280,28 @@ static int z_service(Builder *self, PyObject *service, PyObject *unknown)
 }
 
 /* The span's attributes and status, as zipkin._append and _endpoints make them. */
+/* The status an otel.status_code value names (OK, ERROR, UNSET in any case, with or without
+ * STATUS_CODE_), NULL for anything else: zipkin.span_status's _OTEL_CODES. */
+static const Text *otel_status(PyObject *value)
+{
+    static const Text STATUS_OK = {"ok", 2};
+    size_t n;
+    const char *s = PyUnicode_CheckExact(value) ? utf8(value, &n) : NULL;
+    if (s == NULL) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (n >= 12 && !strncasecmp(s, "STATUS_CODE_", 12))
+        s += 12, n -= 12;
+    if (n == 2 && !strncasecmp(s, "OK", 2))
+        return &STATUS_OK;
+    if (n == 5 && !strncasecmp(s, "ERROR", 5))
+        return &STATUS_ERROR;
+    if (n == 5 && !strncasecmp(s, "UNSET", 5))
+        return &STATUS_UNSET;
+    return NULL;
+}
+
 static int z_attributes(Builder *self, PyObject *const *f, const ZSpan *zs, PyObject *local)
 {
     PyObject *tags, *remote, *key, *value;
@@ -292,12 +317,30 @@ static int z_attributes(Builder *self, PyObject *const *f, const ZSpan *zs, PyOb
     size_t mlen = 0;
     Py_ssize_t pos = 0;
     const Text *error = &self->words[W_ERROR];
+    const Text *code = &self->words[W_OTEL_STATUS_CODE];
+    const Text *description = &self->words[W_OTEL_STATUS_DESCRIPTION];
+    /* zipkin.span_status: otel.status_code, when it is one of the codes, decides. */
+    const Text *otel = NULL;
+    const char *dmsg = NULL;
+    size_t dlen = 0;
+    PyObject *coded = tags != NULL ? PyDict_GetItemString(tags, code->p) : NULL;
+    if (coded != NULL && (otel = otel_status(coded)) == NULL)
+        return BAIL; /* not a code: Python keeps it as an attribute */
     while (tags != NULL && PyDict_Next(tags, &pos, &key, &value)) {
         size_t kn;
         const char *ks = PyUnicode_CheckExact(key) ? utf8(key, &kn) : NULL;
         if (ks == NULL)
             return BAIL;
-        if (kn == error->n && !memcmp(ks, error->p, kn)) {
+        if (otel != NULL && kn == code->n && !memcmp(ks, code->p, kn))
+            continue;
+        if (otel != NULL && kn == description->n && !memcmp(ks, description->p, kn)) {
+            if (value != Py_None && !PyUnicode_CheckExact(value))
+                return BAIL;
+            if (value != Py_None && (dmsg = utf8(value, &dlen)) == NULL)
+                return BAIL;
+            continue;
+        }
+        if (kn == error->n && !memcmp(ks, error->p, kn) && (otel == NULL || otel == &STATUS_ERROR)) {
             status = &STATUS_ERROR;
             if (value != Py_None && !PyUnicode_CheckExact(value))
                 return BAIL; /* str() of another value: Python */
@@ -326,6 +369,13 @@ static int z_attributes(Builder *self, PyObject *const *f, const ZSpan *zs, PyOb
         if ((rc = z_address(self, e, server ? W_CLIENT_ADDRESS : W_SERVER_ADDRESS,
                             server ? W_CLIENT_PORT : W_SERVER_PORT, at, &k)))
             return rc;
+    }
+    if (otel != NULL) {
+        status = otel;
+        if (otel != &STATUS_ERROR)
+            msg = NULL, mlen = 0;
+        else if (msg == NULL || mlen == 0)
+            msg = dmsg, mlen = dlen; /* no error text: otel.status_description */
     }
     int dups;
     if (k > tagged && k > 1 && (rc = dedupe(&self->sortkeys, at, k, &dups)))
@@ -428,7 +478,8 @@ PyDoc_STRVAR(add_zipkin_doc,
 "--\n\n"
 "Append the spans of one Zipkin v2 array, shared ids split; names: the error tag and the\n"
 "attributes the endpoints become (peer.service, server address and port, client address and\n"
-"port, local address and port).  The counts are those zipkin.decode warns of.  None when a span\n"
+"port, local address and port), then OpenTelemetry's status tags (see zipkin.span_status).\n"
+"The counts are those zipkin.decode warns of.  None when a span\n"
 ADD_DOC_BAIL);
 
 static PyObject *Builder_add_zipkin(Builder *self, PyObject *const *args, Py_ssize_t nargs)

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
-import gzip
 import io
 import json
 import os
+import re
 import zlib
 from collections.abc import Callable, Iterator
 from typing import IO, Any, Final
@@ -24,7 +24,15 @@ import pyarrow.compute as pc
 
 from tracelens.errors import InputError
 from tracelens.ingest import detect, jaeger, otlp_json, zipkin
-from tracelens.ingest._common import FieldError, SpanBatch, json_cost, loads, max_json_cost
+from tracelens.ingest._common import (
+    FieldError,
+    LongNumberError,
+    SpanBatch,
+    json_cost,
+    loads,
+    max_json_cost,
+)
+from tracelens.ingest.inflate import Truncated, open_gzip
 
 Decoder = Callable[[Any, SpanBatch, list[str]], None]
 
@@ -41,6 +49,12 @@ many times the document cap (4 GiB by default): JSON builds 20-40x its size in o
 256 MiB document of ``{},`` would otherwise take 9 GB.  Legitimate OTLP/JSON passes up to
 about 180 MiB."""
 
+
+BLANK_KEPT: Final = 4096
+"""Blank bytes before the first line that are kept in case the file is protobuf, not JSON
+(``_Reader._skip_blank``); past them, a file that is not JSON is refused."""
+
+_NOT_BLANK: Final = re.compile(rb"[^ \t\n\r\x0b\x0c]")  # what bytes.strip() keeps
 
 READ_BUFFER: Final = 1 << 20
 """Bytes read from a file at once: JSON Lines records of the Collector's file exporter run to
@@ -94,29 +108,31 @@ def read_stream(
     """Spans of one source given as a binary stream (gzip-compressed or not); ``sink`` as for
     ``read_path``."""
     detect.check_format(input_format)
-    buffered = stream if isinstance(stream, io.BufferedReader) else io.BufferedReader(_Raw(stream))
+    buffered = (
+        stream
+        if isinstance(stream, io.BufferedReader)
+        else io.BufferedReader(_Raw(stream), READ_BUFFER)
+    )
     odd = _OddIds(sink)
     reader = _Reader(source, input_format, warnings, None if sink is None else odd.put)
     try:
         with gc_paused():
             if detect.is_gzip(buffered.peek(2)):
-                with gzip.GzipFile(fileobj=buffered) as unzipped:
+                with open_gzip(buffered) as unzipped:
                     table = reader.read(unzipped)
             else:
                 table = reader.read(buffered)
-    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise InputError(source, f"corrupt or truncated gzip data ({exc})") from None
+    except zlib.error as exc:
+        raise InputError(source, f"corrupt gzip data ({exc})") from None
+    except Truncated:
+        raise InputError(source, "truncated gzip data (the file ends inside a member)") from None
     except OSError as exc:
         raise InputError(source, f"cannot read: {exc}") from None
     if sink is not None and table.num_rows:  # a protobuf file: one table
         odd.put(table)
         table = table.slice(0, 0)
     odd.count(table)
-    if odd.odd:
-        warnings.append(
-            f"{source}: {odd.odd} spans have trace or span ids that are not 32/16 lower-case hex "
-            "digits (kept as they are)"
-        )
+    warnings.extend(odd.warnings(source))
     return table
 
 
@@ -154,30 +170,30 @@ class _Reader:
         self._doc_warnings: list[str] = []
         self._warnings = warnings
 
-    def read(self, stream: io.BufferedIOBase) -> pa.Table:
+    def read(self, stream: io.BufferedReader) -> pa.Table:
         if self.input_format == detect.OTLP_PROTO:
             return _proto(self._rest(stream, 0), self.source, tried_json=False)
-        head: list[bytes] = []
-        held = 0
-        lineno = 0
-        while line := self._line(stream, lineno + 1, held):
-            lineno += 1
-            held += len(line)
-            head.append(line)
-            if line.strip():
-                break
-        else:
+        prefix = bytearray()
+        lineno = self._skip_blank(stream, prefix)
+        first = self._line(stream, lineno + 1, len(prefix))
+        if not first:
             raise InputError(self.source, "empty file: no spans")
-        first = head[-1]
+        lineno += 1
+        held = len(prefix) + len(first)
         if not detect.starts_json(first):
-            return self._binary(b"".join(head) + self._rest(stream, held))
+            if len(prefix) > BLANK_KEPT:
+                raise InputError(
+                    self.source,
+                    f"unrecognised format: not JSON, after {len(prefix)} bytes of blank lines",
+                )
+            return self._binary(bytes(prefix) + first + self._rest(stream, held))
         self._parse_cap(first, lineno)
         doc = _try_json(first)
         if doc is _NOT_JSON:
-            data = b"".join(head) + self._rest(stream, held)
+            data = first + self._rest(stream, len(first))  # what was blank is left out
             self._parse_cap(data, None)
             self.batch.document(len(data))
-            self._document(self._parse(data), line=None)
+            self._document(self._parse(data, lineno - 1), line=None)
         else:
             self.batch.document(len(first))
             self._document(doc, line=lineno)
@@ -185,6 +201,28 @@ class _Reader:
             self._lines(stream, lineno)
         self._flush_warnings()
         return self.batch.finish()
+
+    def _skip_blank(self, stream: io.BufferedReader, kept: bytearray | None = None) -> int:
+        """Skip the blank lines at the stream's position, a buffer at a time (never a line at a
+        time: a file of a billion newlines costs what reading it costs); the number of lines
+        skipped.  The first ``BLANK_KEPT`` + 1 bytes skipped are added to ``kept``: a protobuf
+        message may begin with bytes that read as blank (``\\n`` and a length of 9-13 or 32)."""
+        lines = 0
+        while buffered := stream.peek(1):
+            found = _NOT_BLANK.search(buffered)
+            if found is None:  # blank to the end of what is buffered
+                end = buffered.rfind(b"\n") + 1 or len(buffered)
+            else:  # up to the line that is not blank
+                end = buffered.rfind(b"\n", 0, found.start()) + 1
+            if end == 0:
+                break
+            lines += buffered.count(b"\n", 0, end)
+            skipped = stream.read(end)
+            if kept is not None and len(kept) <= BLANK_KEPT:
+                kept += skipped[: BLANK_KEPT + 1 - len(kept)]
+            if found is not None:
+                break
+        return lines
 
     def _line(self, stream: io.BufferedIOBase, lineno: int, held: int = 0) -> bytes:
         """The next line, read no further than the cap (``held`` bytes are held already)."""
@@ -222,14 +260,20 @@ class _Reader:
             "read at once; split the file, or raise TRACELENS_MAX_DOCUMENT_MB"
         )
 
-    def _lines(self, stream: io.BufferedIOBase, lineno: int) -> None:
-        while line := self._line(stream, lineno + 1):
+    def _lines(self, stream: io.BufferedReader, lineno: int) -> None:
+        while True:
+            lineno += self._skip_blank(stream)
+            line = self._line(stream, lineno + 1)
+            if not line:
+                return
             lineno += 1
-            if line.isspace():  # a blank line (isspace, unlike strip, copies nothing)
+            if line.isspace():  # blank, and begun beyond what the buffer held
                 continue
             self._parse_cap(line, lineno)
             try:
                 doc = loads(line)
+            except LongNumberError as exc:
+                raise _long_number(self.source, exc, lineno) from None
             except json.JSONDecodeError as exc:
                 raise InputError(
                     self.source,
@@ -244,9 +288,12 @@ class _Reader:
             self._document(doc, line=lineno)
             del doc  # freed before the next record is parsed: its memory is reused while warm
 
-    def _parse(self, data: bytes) -> Any:
+    def _parse(self, data: bytes, skipped: int = 0) -> Any:
+        """``data`` parsed as JSON; ``skipped`` blank lines came before it (for error lines)."""
         try:
             return loads(data)
+        except LongNumberError as exc:
+            raise _long_number(self.source, exc, None) from None
         except json.JSONDecodeError as exc:
             if self.input_format is None and detect.may_be_proto(data):
                 try:
@@ -254,7 +301,9 @@ class _Reader:
                 except InputError:
                     pass
             raise InputError(
-                self.source, f"invalid JSON: {exc.msg} (column {exc.colno})", line=exc.lineno
+                self.source,
+                f"invalid JSON: {exc.msg} (column {exc.colno})",
+                line=exc.lineno + skipped,
             ) from None
         except UnicodeDecodeError as exc:
             raise InputError(self.source, f"not UTF-8 text ({exc.reason})") from None
@@ -326,6 +375,11 @@ class _ProtoTable:
         self.table = table
 
 
+def _long_number(source: str, exc: LongNumberError, line: int | None) -> InputError:
+    """The error for an integer too long to read, naming its field (and line, in JSON Lines)."""
+    return InputError(source, exc.msg, line=line, field=exc.field or None)
+
+
 def _try_json(line: bytes) -> Any:
     try:
         return loads(line)
@@ -351,12 +405,19 @@ def _proto(data: bytes, source: str, *, tried_json: bool) -> pa.Table:
         raise InputError(source, f"not a valid OTLP protobuf message ({exc})") from None
 
 
+CLOCK_NS: Final = 946_684_800 * 10**9
+"""2000-01-01 in ns since the epoch: a later time is a real clock's, beside which a time of 0
+(what a missing time reads as) makes no sense.  Times that start at 0 and stay small are a
+relative timeline (hand-made traces such as CRISP's) and make sense."""
+
+
 class _OddIds:
-    """Counts spans whose ids are not 32/16 lower-case hex (one warning per file), passing chunks
-    on to ``sink``."""
+    """Counts spans whose ids are not 32/16 lower-case hex and spans whose zero time makes no
+    sense (one warning each per file), passing chunks on to ``sink``."""
 
     def __init__(self, sink: Callable[[pa.Table], None] | None) -> None:
         self.odd = 0
+        self.zero_times = 0
         self._sink = sink
 
     def count(self, table: pa.Table) -> None:
@@ -365,8 +426,29 @@ class _OddIds:
         good_trace = pc.match_substring_regex(table["trace_id"], "^[0-9a-f]{32}$")
         good_span = pc.match_substring_regex(table["span_id"], "^[0-9a-f]{16}$")
         self.odd += table.num_rows - pc.sum(pc.and_(good_trace, good_span)).as_py()
+        start, end = table["start_ns"], table["end_ns"]
+        start_zero = pc.and_(
+            pc.equal(start, 0), pc.or_(pc.equal(end, 0), pc.greater(end, CLOCK_NS))
+        )
+        zero = pc.or_(start_zero, pc.and_(pc.equal(end, 0), pc.greater(start, 0)))
+        self.zero_times += pc.sum(zero).as_py() or 0
 
     def put(self, table: pa.Table) -> None:
         self.count(table)
         if self._sink is not None:
             self._sink(table)
+
+    def warnings(self, source: str) -> list[str]:
+        found = []
+        if self.odd:
+            found.append(
+                f"{source}: {self.odd} spans have trace or span ids that are not 32/16 lower-case "
+                "hex digits (kept as they are)"
+            )
+        if self.zero_times:
+            found.append(
+                f"{source}: {self.zero_times} spans have a start or end time of 0 beside a "
+                "time of a real clock, or no times at all (a missing time reads as 0, "
+                "1970-01-01): their durations and places in time mean nothing"
+            )
+        return found

@@ -177,8 +177,8 @@ def _span(
         name=as_str(span.get("name", ""), "name"),
         service=service,
         span_kind=span_kind(span.get("kind", 0), "kind"),
-        start_ns=as_int(span.get("startTimeUnixNano"), "startTimeUnixNano"),
-        end_ns=as_int(span.get("endTimeUnixNano"), "endTimeUnixNano"),
+        start_ns=unix_nano(span, "startTimeUnixNano"),
+        end_ns=unix_nano(span, "endTimeUnixNano"),
         status_code=code,
         status_message=message,
         attributes=attributes_,
@@ -188,6 +188,13 @@ def _span(
         events=_events(span) if "events" in span else None,
         links=_links(span) if "links" in span else None,
     )
+
+
+def unix_nano(obj: dict[str, Any], key: str) -> int:
+    """A ``fixed64`` time: absent or null is 0, as in proto3 JSON (a field at its default is not
+    written; the protobuf decoder reads 0 for it too).  ``files`` warns about zero times."""
+    value = obj.get(key)
+    return 0 if value is None else as_int(value, key)
 
 
 def _status(status: dict[str, Any]) -> tuple[str, str | None]:
@@ -307,7 +314,7 @@ def _links(span: dict[str, Any]) -> list[dict[str, Any]] | None:
 
 def _event(ev: Any) -> dict[str, Any]:
     return {
-        "time_ns": as_int(ev.get("timeUnixNano"), "timeUnixNano"),
+        "time_ns": unix_nano(ev, "timeUnixNano"),
         "name": as_str(ev.get("name", ""), "name"),
         "attributes": _sub_attributes(ev),
     }

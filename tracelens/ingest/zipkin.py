@@ -11,8 +11,10 @@
   port become ``client.address``/``client.port`` on a SERVER span (the remote side is the client)
   and ``server.address``/``server.port`` on every other span (the remote side is the server or
   broker), as the OpenTelemetry semantic conventions define them.  Ports are integers.
-* ``tags`` become string attributes; an ``error`` tag sets the status to error, its value (when
-  not empty) being the status message.  ``annotations`` become events named by their value.
+* ``tags`` become string attributes, but for the status (``span_status``): OpenTelemetry's
+  ``otel.status_code`` (OK or ERROR; the message of an error in ``error``, else
+  ``otel.status_description``), and without it an ``error`` tag, which makes the span an error,
+  its value (when not empty) the message.  ``annotations`` become events named by their value.
 
 **Shared span ids.**  Zipkin's B3 lets the server half of an RPC reuse the client's span id (the
 server half is marked ``shared: true``).  tracelens needs one row per span id, and the two halves
@@ -68,8 +70,23 @@ _KINDS: Final = {
     "CONSUMER": "consumer",
 }
 _ERROR_TAG: Final = "error"
-# The names the compiled builder writes, in its order.
-_NAMES: Final = (_ERROR_TAG, PEER_SERVICE, *SERVER_ENDPOINT, *CLIENT_ENDPOINT, *LOCAL_ENDPOINT)
+# OpenTelemetry's Zipkin exporter writes the status as these tags (opentelemetry-specification,
+# specification/trace/sdk_exporters/zipkin.md, "Status"): otel.status_code OK or ERROR, and for
+# ERROR the description in ``error`` (empty when there is none); older exporters wrote it in
+# otel.status_description.
+OTEL_STATUS_CODE: Final = "otel.status_code"
+OTEL_STATUS_DESCRIPTION: Final = "otel.status_description"
+_OTEL_CODES: Final = {"OK": "ok", "ERROR": "error", "UNSET": "unset"}
+# The names the compiled builder writes or leaves to ``span_status``, in its order.
+_NAMES: Final = (
+    _ERROR_TAG,
+    PEER_SERVICE,
+    *SERVER_ENDPOINT,
+    *CLIENT_ENDPOINT,
+    *LOCAL_ENDPOINT,
+    OTEL_STATUS_CODE,
+    OTEL_STATUS_DESCRIPTION,
+)
 
 
 def looks_like(doc: Any) -> bool:
@@ -193,10 +210,7 @@ def _append(span: _Span, renamed: dict[tuple[str, str], str], batch: SpanBatch) 
     service = local.get("serviceName")
     service = service if type(service) is str and service else UNKNOWN_SERVICE
     tags = dict(as_dict(raw.get("tags") or {}, "tags"))
-    status, message = "unset", None
-    if _ERROR_TAG in tags:
-        status, error = "error", tags.pop(_ERROR_TAG)
-        message = str(error) if error not in ("", None) else None
+    status, message = span_status(tags)
     _endpoints(local, as_dict(raw.get("remoteEndpoint") or {}, "remoteEndpoint"), span.kind, tags)
     start = micros_to_ns(raw["timestamp"], "timestamp")
     duration = raw.get("duration")
@@ -218,6 +232,32 @@ def _append(span: _Span, renamed: dict[tuple[str, str], str], batch: SpanBatch) 
         resource_json=_resource_json(service),
         events=_events(raw),
     )
+
+
+def span_status(tags: dict[str, Any]) -> tuple[str, str | None]:
+    """A span's status code and message from its tags, the status tags taken out of them.
+
+    ``otel.status_code`` (``OK``, ``ERROR`` or ``UNSET``, any case, also ``STATUS_CODE_ERROR``)
+    decides where it is one of them; the message of an error is the ``error`` tag's value, else
+    ``otel.status_description``.  Without it, an ``error`` tag makes the span an error (Zipkin
+    treats any span with one as failed), its value (when not empty) the message.  An ``error``
+    tag beside ``otel.status_code`` ``OK`` is kept as an attribute: nothing is dropped unread."""
+    code = tags.get(OTEL_STATUS_CODE)
+    otel = _OTEL_CODES.get(code.upper().removeprefix("STATUS_CODE_")) if type(code) is str else None
+    if otel is None:
+        if _ERROR_TAG not in tags:
+            return "unset", None
+        error = tags.pop(_ERROR_TAG)
+        return "error", str(error) if error not in ("", None) else None
+    del tags[OTEL_STATUS_CODE]
+    description = tags.pop(OTEL_STATUS_DESCRIPTION, None)
+    if otel != "error":
+        return otel, None
+    error = tags.pop(_ERROR_TAG, None)
+    for text in (error, description):
+        if text not in ("", None):
+            return otel, str(text)
+    return otel, None
 
 
 def _endpoints(
