@@ -318,7 +318,9 @@ def _rest_without_cpu(k: str, kind: pl.Expr) -> pl.Expr:
     return (own == k).cast(pl.Float64)
 
 
-def gpu_fraction() -> pl.Expr:
+def gpu_fraction(
+    busy: pl.Expr | None = None, waited: pl.Expr | None = None, self_ns: pl.Expr | None = None
+) -> pl.Expr:
     """The device side of a span's self time, as a fraction (docs/attributes.md, "Kinds").
 
     Device-side time is time the device worked for the span (``tracelens.gpu_ns``: the union
@@ -326,12 +328,16 @@ def gpu_fraction() -> pl.Expr:
     waited for the device (``tracelens.gpu_wait_ns``, on-CPU spinning or asleep in the
     driver).  A wait is for device work, so it lies inside device-busy time unless the device
     works for someone else: the union is taken as the larger of the two, capped at the self
-    time.  0 where neither was measured.
+    time.  0 where neither was measured.  ``busy`` / ``waited`` / ``self_ns``: those columns
+    where the caller has them (default: read from the attributes inside ``resolve_kinds``).
     """
-    self_ns = pl.col("self_ns").cast(pl.Float64)
-    busy = _attr(A.GPU_NS).cast(pl.Float64, strict=False).fill_null(0.0)
-    waited = _attr(A.GPU_WAIT_NS).cast(pl.Float64, strict=False).fill_null(0.0)
-    device = pl.max_horizontal(busy, waited)
+    self_ns = (pl.col("self_ns") if self_ns is None else self_ns).cast(pl.Float64)
+    busy = _attr(A.GPU_NS) if busy is None else busy
+    waited = _attr(A.GPU_WAIT_NS) if waited is None else waited
+    device = pl.max_horizontal(
+        busy.cast(pl.Float64, strict=False).fill_null(0.0),
+        waited.cast(pl.Float64, strict=False).fill_null(0.0),
+    )
     return pl.when(self_ns > 0).then((device / self_ns).clip(0.0, 1.0)).otherwise(0.0)
 
 
