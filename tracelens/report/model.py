@@ -202,10 +202,28 @@ def top_operations(analysis: Analysis, top: int = TOP_OPERATIONS) -> dict[str, A
             "critical_ms": o.critical_ms,
             "critical_share": o.critical_share,
             "per_trace_ms": o.critical_ms / n_traces if n_traces else 0.0,
+            "cpu_share": o.cpu_share,
+            "gpu_busy_share": o.gpu_busy_share,
         }
         for o in ops[:top]
     ]
-    return {"rows": rows, "hidden": len(ops) - len(rows)}
+    gpu = any(o.gpu_busy_share is not None for o in ops)
+    return {"rows": rows, "hidden": len(ops) - len(rows), "gpu": gpu}
+
+
+def gpu_view(analysis: Analysis, top: int = TOP_OPERATIONS) -> dict[str, Any] | None:
+    """The request-level GPU idle share and the GPU-measured model calls, host on-CPU share
+    beside device busy share; None when nothing in the input was GPU-measured."""
+    summ = analysis.summary
+    if not summ.gpu_measured_traces:
+        return None
+    calls = analysis.gpu_model_calls
+    return {
+        "measured_traces": summ.gpu_measured_traces,
+        "idle_share": summ.gpu_idle_share,
+        "calls": [c.to_dict() for c in calls[:top]],
+        "hidden": max(len(calls) - top, 0),
+    }
 
 
 def cpu_split(ta: TraceAnalysis, top: int = TOP_CPU) -> dict[str, Any]:
