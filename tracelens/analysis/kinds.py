@@ -295,9 +295,7 @@ def _with_mix(df: pl.LazyFrame) -> pl.LazyFrame:
             .fill_null(0.0)
         )
         gpu_rest = (
-            pl.when(has_split | has_cpu)
-            .then(by_rules)
-            .otherwise(_rest_without_cpu(k, kind) * left)
+            pl.when(has_split | has_cpu).then(by_rules).otherwise(_rest_without_cpu(k, kind) * left)
         )
         return (
             pl.when(gpu_f > 0)

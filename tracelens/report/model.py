@@ -22,6 +22,7 @@ from tracelens.analysis.findings.finding import (
     CacheDetails,
     Finding,
     FindingType,
+    LaunchBoundDetails,
     LoopDetails,
     ParallelDetails,
     TailDetails,
@@ -269,6 +270,7 @@ _TITLES = {
     FindingType.CACHEABLE: "Cache {names}",
     FindingType.RETRY: "Stop the retries of {names}",
     FindingType.N_PLUS_ONE: "Batch the repeated {names} calls",
+    FindingType.LAUNCH_BOUND: "Keep the GPU busy: {names} is launch-bound",
 }
 
 
@@ -319,6 +321,14 @@ def facts(f: Finding) -> list[tuple[str, str]]:
         ]
     elif isinstance(d, TailDetails):
         pairs.append(("tail_traces", d.tail_traces))
+    elif isinstance(d, LaunchBoundDetails):
+        pairs += [
+            ("gpu_busy_share", fmt.pct(d.gpu_busy_share, 1)),
+            ("host_on_cpu_share", fmt.pct(d.host_on_cpu_share, 1)),
+            ("device_ms_per_call", d.device_ms_per_call),
+            ("call_ms", d.call_ms),
+            ("remedies", "; ".join(r.split(" (")[0] for r in d.remedies)),
+        ]
     if f.example is not None:
         pairs += [
             ("example_trace_id", f.example.trace_id),
