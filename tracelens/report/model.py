@@ -418,7 +418,8 @@ def models_view(analysis: Analysis, top: int = TOP_MODELS) -> dict[str, Any]:
     rows = []
     for fit in analysis.models[:top]:
         d = fit.to_dict()
-        plot = scatter_svg(fit) if fit.status not in UNFITTED and fit.points else ""
+        drawn = fit.reliable and fit.status not in UNFITTED and fit.points
+        plot = scatter_svg(fit) if drawn else ""
         rows.append({**d, "plot": Markup(plot) if plot else None})
     return {"rows": rows, "hidden": max(len(analysis.models) - top, 0)}
 
