@@ -28,7 +28,7 @@ from tracelens.analysis.core import analyze_traces
 from tracelens.analysis.findings import find_all
 from tracelens.analysis.findings.finding import FindingType, LaunchBoundDetails
 from tracelens.analysis.findings.launch_bound import BUSY_MAX
-from tracelens.api import analyze, load_spans
+from tracelens.api import analyze
 from tracelens.report.render import render_report
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,7 +169,7 @@ def test_recorded_h200_cupti_attribution() -> None:
     assert ops["gpu_matmul"].gpu_busy_share == pytest.approx(
         sum(v["gpu"] for v in mm) / sum(v["dur"] for v in mm), rel=1e-6
     )
-    assert ops["gpu_matmul"].gpu_busy_share >= 0.99
+    assert (ops["gpu_matmul"].gpu_busy_share or 0.0) >= 0.99
     assert ops["gpu_matmul"].cpu_share == pytest.approx(
         sum(v["cpu"] for v in mm) / sum(v["dur"] for v in mm), rel=1e-6
     )
@@ -178,7 +178,7 @@ def test_recorded_h200_cupti_attribution() -> None:
     share = sum(v["gpu"] for v in gen) / sum(v["dur"] for v in gen)
     assert ops["llm_generate"].kind == "cpu"
     assert ops["llm_generate"].gpu_busy_share == pytest.approx(share, rel=1e-6)
-    assert ops["llm_generate"].gpu_busy_share < 0.05
+    assert (ops["llm_generate"].gpu_busy_share or 1.0) < 0.05
     assert ops["cpu_tool"].kind == "cpu" and ops["cpu_tool"].gpu_busy_share == 0.0
     # Request level: every step is a leaf on the path in sequence, so the path's GPU time is
     # the sum of the steps' device side (max of busy and waited), the rest idle.
