@@ -28,7 +28,8 @@ capture per shape: the first call at an input length (its prefill shape) or deco
 positions no earlier call of the group reached (its decode shapes) may run several times slower
 than the same shape later.  Such a *first-seen* call is a warm-up when it took more than
 ``WARMUP_RATIO`` times what the group's other calls predict (a fit on the calls that met no new
-shape, when there are ``WARMUP_REFERENCE`` of them, else on all).  The fit is made without the
+shape, when there are ``WARMUP_REFERENCE`` of them, else on all calls if there are
+``MIN_CALLS``; with fewer, nothing is set aside).  The fit is made without the
 warm-ups and says how many it set aside.  A first-seen call that ran as predicted stays in: real
 traffic meets new lengths all the time.
 
@@ -214,9 +215,14 @@ def warmup_mask(l_in: np.ndarray, l_out: np.ndarray, t: np.ndarray) -> np.ndarra
     """Per call (time order): a warm-up, first at a shape (:func:`first_seen`) and slower than
     ``WARMUP_RATIO`` times what the other calls predict."""
     new = first_seen(l_in, l_out)
+    if int((~new).sum()) >= WARMUP_REFERENCE:
+        ref = ~new
+    elif len(t) >= MIN_CALLS:  # every shape new: outliers of the robust fit on all calls
+        ref = np.ones(len(t), dtype=bool)
+    else:  # too few calls to tell a warm-up from an ordinary slow call
+        return np.zeros(len(t), dtype=bool)
     if not new.any():
         return new
-    ref = ~new if int((~new).sum()) >= WARMUP_REFERENCE else np.ones(len(t), dtype=bool)
     coef, _ = fit_tokens(l_in[ref], l_out[ref], t[ref])
     pred = coef.predict(l_in, l_out)
     if int(ref.sum()) < MIN_CALLS:  # no per-token fit: compare with the reference's median
@@ -229,7 +235,7 @@ def reliability(status: str, n: int, r2: float, err: float, warmups: int = 0) ->
     """Why a fit cannot be trusted (None: it can): the thresholds of the module docstring."""
     if status == "too_few_calls":
         left = f" after setting {warmups} warm-up{'' if warmups == 1 else 's'} aside"
-        return f"{n} calls{left if warmups else ''}, fewer than {MIN_CALLS}"
+        return f"{n} call{'' if n == 1 else 's'}{left if warmups else ''}, fewer than {MIN_CALLS}"
     if err > MDAPE_MAX:
         return f"MdAPE {err:.0%} above {MDAPE_MAX:.0%}"
     if status != "no_token_spread" and r2 < R2_MIN:
@@ -381,9 +387,10 @@ def render_text(fits: list[ModelFit], top: int = 5) -> str:
             else ""
         )
         if not f.reliable:
+            scores = "" if f.status == "too_few_calls" else f" (R2 {f.r2:.2f}, MdAPE {f.mdape:.0%})"
             lines.append(
                 f"  {f.model} @ {f.server}: {f.n} calls ({f.source}){aside}: no reliable fit: "
-                f"{f.reason} (R2 {f.r2:.2f}, MdAPE {f.mdape:.0%})"
+                f"{f.reason}{scores}"
             )
             continue
         lines.append(
