@@ -310,3 +310,27 @@ def test_launch_bound_needs_measured_device_work_and_a_busy_host() -> None:
     # Device time without a stated CUPTI source: reported, medium at most.
     (f,) = launch_bound(_model_call(0, 100, 10, 95, **{A.GPU_SOURCE: "stacks"}))
     assert f.confidence == "medium"
+
+
+def test_synchronize_is_not_a_cpu_hotspot_once_the_device_time_is_known() -> None:
+    # h200_spin's first gpu_matmul (span 432e16cf487778db): 231.8 ms, on-CPU 231.6 ms, its one
+    # recorded stack '__main__:gpu_matmul;torch.cuda:synchronize 230944'; 99.8% GPU-busy.
+    attrs: dict[str, Any] = {
+        A.KIND: "cpu",
+        A.CPU_NS: int(231.6 * MS),
+        A.IO_NS: 0,
+        A.WAIT_NS: 0,
+        A.CPU_STACKS: ["__main__:gpu_matmul;torch.cuda:synchronize 230944"],
+    }
+    dur = 231.8
+
+    def synchronize_ms(a: dict[str, Any]) -> float:
+        result = analyze_spans(make_spans(_step("gpu_matmul", dur, a)), findings=False)
+        got = result.cpu_hotspots.to_dict()["critical_path"]["functions"]
+        return sum(f["self_ms"] for f in got if f["function"] == "torch.cuda:synchronize")
+
+    # Before: the spinning synchronize is all CPU (the bug of issue 24).
+    assert synchronize_ms(attrs) == pytest.approx(dur, abs=0.5)
+    # With the device time: its CPU side is the 0.2% the device does not explain (0.46 ms).
+    measured = attrs | {A.GPU_NS: int(0.998 * dur * MS), A.GPU_MEASURED: True}
+    assert synchronize_ms(measured) == pytest.approx(0.002 * dur, abs=0.01)
