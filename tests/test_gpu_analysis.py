@@ -180,6 +180,8 @@ def test_recorded_h200_cupti_attribution() -> None:
     assert ops["llm_generate"].gpu_busy_share == pytest.approx(share, rel=1e-6)
     assert (ops["llm_generate"].gpu_busy_share or 1.0) < 0.05
     assert ops["cpu_tool"].kind == "cpu" and ops["cpu_tool"].gpu_busy_share == 0.0
+    mixes = result.traces.spans.select(pl.sum_horizontal(f"mix_{k}" for k in A.KINDS))
+    assert mixes.to_series().to_list() == pytest.approx([1.0] * 14)  # every split adds up
     # Request level: every step is a leaf on the path in sequence, so the path's GPU time is
     # the sum of the steps' device side (max of busy and waited), the rest idle.
     summ = result.summary
