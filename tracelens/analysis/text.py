@@ -64,14 +64,7 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
         *_hotspot_lines(analysis, top),
         "",
         f"Slowest traces (top {top})",
-        table(
-            ["trace_id", "root", "ms", "spans", "critical path (largest kind)"],
-            [
-                [t.trace_id, _clip(t.root_name, 36), t.duration_ms, t.spans, _largest(t)]
-                for t in analysis.slowest(top)
-            ],
-            [False, False, True, True, False],
-        ),
+        _traces_table(analysis, top),
     ]
     if analysis.findings:
         out += ["", "Findings (most total saving first)"]
@@ -79,6 +72,30 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
     if analysis.warnings:
         out += ["", "Warnings"] + [f"- {w}" for w in analysis.warnings]
     return "\n".join(out) + "\n"
+
+
+def _traces_table(analysis: Analysis, top: int) -> str:
+    """The slowest traces; with GPU measurement in the input, each one's GPU idle share of its
+    critical path ("not measured" for a trace nobody GPU-measured)."""
+    gpu = analysis.summary.gpu_measured_traces > 0
+    head = ["trace_id", "root", "ms", "spans", "critical path (largest kind)"]
+    rows = [
+        [
+            t.trace_id,
+            _clip(t.root_name, 36),
+            t.duration_ms,
+            t.spans,
+            _largest(t),
+            *(
+                ["not measured" if t.gpu_idle_share is None else f"{t.gpu_idle_share:.1%}"]
+                if gpu
+                else []
+            ),
+        ]
+        for t in analysis.slowest(top)
+    ]
+    extra = ["gpu idle"] if gpu else []
+    return table([*head, *extra], rows, [False, False, True, True, False, *[True] * len(extra)])
 
 
 def _operations_table(analysis: Analysis, top: int) -> str:
