@@ -336,3 +336,13 @@ def test_synchronize_is_not_a_cpu_hotspot_once_the_device_time_is_known() -> Non
     # With the device time: its CPU side is the 0.2% the device does not explain (0.46 ms).
     measured = attrs | {A.GPU_NS: int(0.998 * dur * MS), A.GPU_MEASURED: True}
     assert synchronize_ms(measured) == pytest.approx(0.002 * dur, abs=0.01)
+
+
+def test_bad_gpu_values_are_absent_not_a_crash() -> None:
+    attrs = {A.CPU_NS: 10 * MS, A.GPU_NS: "lots", A.GPU_WAIT_NS: -5, A.GPU_MEASURED: True}
+    result = analyze_spans(make_spans(_step("step", 10.0, attrs)), findings=False)
+    m = _mix(result.traces, "step")
+    assert m["gpu"] == 0.0 and m["kind"] != "gpu"
+    (op,) = [o for o in result.operations if o.name == "step"]
+    assert op.gpu_busy_share == 0.0 and op.gpu_ms == 0.0  # measured (the trace says so), idle
+    assert result.to_dict()["summary"]["gpu_measured_traces"] == 1

@@ -53,9 +53,9 @@ def span_gpu(ta: TraceAnalysis) -> SpanGpu:
     cols = {c.name: c for c in attribute_columns(sp, _KEYS)}
 
     def num(key: str) -> np.ndarray:
-        out: np.ndarray = (
-            cols[key].cast(pl.Float64, strict=False).fill_null(0.0).to_numpy().astype(np.float64)
-        )
+        """The attribute as ns; a value that is no number, or negative, counts as absent (0)."""
+        got = cols[key].cast(pl.Float64, strict=False).fill_null(0.0).to_numpy()
+        out: np.ndarray = np.nan_to_num(np.maximum(got.astype(np.float64), 0.0))
         return out
 
     flag = cols[A.GPU_MEASURED]
