@@ -76,4 +76,5 @@ def test_the_golden_files_cover_every_finding_type() -> None:
         "tail",
         "repeated_write",
         "polling",
+        "launch_bound",
     }

@@ -423,11 +423,17 @@ def test_latency_model_and_flame_sections_of_a_demo_run(browser: Browser, tmp_pa
     )
     assert stage_rows == [s.stage.value for s in analysis.stages.operations[0].stages]
     assert sorted(stage_rows) == ["llm", "other", "schedule", "tool", "transfer"]
-    # The model fit: a row, and its scatter with a point per call and the fitted line.
+    # The model fit: a row, and its scatter with a point per call and the fitted line; or, when
+    # the client-side view of the simulated model explains too little (R2 under 0.5, as it
+    # often does at the demo's concurrency), "no reliable fit" and no plot.
     (fit,) = analysis.models
     assert page.eval("document.querySelectorAll('#models tr.model-row').length") == 1
-    assert page.eval("document.querySelectorAll('#models svg circle').length") == fit.n
-    assert page.eval("document.querySelectorAll('#models svg line').length") == 1
+    if fit.reliable:
+        assert page.eval("document.querySelectorAll('#models svg circle').length") == fit.n
+        assert page.eval("document.querySelectorAll('#models svg line').length") == 1
+    else:
+        assert page.eval("document.querySelectorAll('#models svg').length") == 0
+        assert "no reliable fit" in page.eval("document.getElementById('models').innerText")
     # Sizing: the CPU and model rows (the demo measures both).
     sizing = page.eval(
         "[...document.querySelectorAll('#sizing tr.sizing-row td:first-child')]"

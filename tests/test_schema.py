@@ -32,7 +32,7 @@ CONTRACT = ROOT / "docs" / "analysis-json.md"
 # Zipkin, vLLM, the CRISP cases and the labelled verdict corpus (many finding types).
 INPUTS = sorted(
     p
-    for sub in ("agent", "otlp", "jaeger", "zipkin", "vllm", "crisp_test_cases", "verdicts")
+    for sub in ("agent", "otlp", "jaeger", "zipkin", "vllm", "crisp_test_cases", "verdicts", "gpu")
     for p in (ROOT / "fixtures" / sub).rglob("*")
     if p.suffix in (".json", ".jsonl") and p.name != "labels.json"
 )

@@ -42,6 +42,8 @@ _READ = (
     A.MESSAGING_SYSTEM,
     A.IO_NS,
     A.WAIT_NS,
+    A.GPU_NS,
+    A.GPU_WAIT_NS,
 )
 _TMP = "_attr:"
 
@@ -177,7 +179,7 @@ def resolve_kinds(spans: pl.DataFrame, parent: pl.Series) -> pl.DataFrame:
     )
     df = _with_self_time(lazy.collect())
     temporary = [c for c in df.columns if c.startswith(_TMP)]
-    return _with_mix(df.lazy()).collect().drop(temporary)
+    return _with_gpu_kind(_with_mix(df.lazy())).collect().drop(temporary)
 
 
 def _with_self_time(df: pl.DataFrame) -> pl.DataFrame:
@@ -243,19 +245,26 @@ def _with_mix(df: pl.LazyFrame) -> pl.LazyFrame:
       ``unknown`` when the span itself is cpu-kind.
     * vLLM ``llm_request``: time in queue is ``wait``, the rest of the request is the model.
     * Otherwise the whole self time is the span's kind.
+
+    GPU activity (``tracelens.gpu_ns`` / ``gpu_wait_ns``, docs/attributes.md "Kinds") comes
+    first: the device-side share :func:`gpu_fraction` is ``gpu``, and the rules above share out
+    only what is left of the self time (io and wait scaled into it, on-CPU capped by it).
     """
     kind = pl.col("kind_resolved")
     self_ns = pl.col("self_ns").cast(pl.Float64)
     io_m = _attr(A.IO_NS).cast(pl.Float64, strict=False)
     wait_m = _attr(A.WAIT_NS).cast(pl.Float64, strict=False)
     has_split = (io_m.is_not_null() | wait_m.is_not_null()) & (self_ns > 0)
+    gpu_f = gpu_fraction()
+    left = 1.0 - gpu_f  # what the device side leaves of the self time
     io_raw = (io_m.fill_null(0.0) / self_ns).clip(0.0, 1.0)
     wait_raw = (wait_m.fill_null(0.0) / self_ns).clip(0.0, 1.0)
-    over = pl.max_horizontal(io_raw + wait_raw, pl.lit(1.0))
+    over = pl.max_horizontal((io_raw + wait_raw) / left.clip(1e-12), pl.lit(1.0))
     io_f, wait_f = io_raw / over, wait_raw / over
-    cpu_f = pl.when(self_ns > 0).then((pl.col("self_cpu_ns") / self_ns).clip(0.0, 1.0))
-    has_cpu = pl.col("self_cpu_ns").is_not_null() & cpu_f.is_not_null()
-    rest = 1.0 - cpu_f
+    on_cpu = pl.when(self_ns > 0).then((pl.col("self_cpu_ns") / self_ns).clip(0.0, 1.0))
+    cpu_f = pl.min_horizontal(on_cpu, left)
+    has_cpu = pl.col("self_cpu_ns").is_not_null() & on_cpu.is_not_null()
+    rest = left - cpu_f
     off_kind = pl.when(kind == A.CPU).then(pl.lit(A.UNKNOWN)).otherwise(kind)
     q = _seconds(A.GEN_AI_LATENCY_TIME_IN_QUEUE) * 1e9
     dur = (pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64)
@@ -263,8 +272,9 @@ def _with_mix(df: pl.LazyFrame) -> pl.LazyFrame:
     is_vllm = (pl.col("name") == _VLLM_REQUEST) & q.is_not_null() & ~has_split & ~has_cpu
 
     def share(k: str) -> pl.Expr:
+        device = gpu_f if k == A.GPU else pl.lit(0.0)
         if k == A.CPU:
-            split = 1.0 - io_f - wait_f
+            split = left - io_f - wait_f
         elif k == A.IO:
             split = io_f
         elif k == A.WAIT:
@@ -273,16 +283,76 @@ def _with_mix(df: pl.LazyFrame) -> pl.LazyFrame:
             split = pl.lit(0.0)
         cpu_only = cpu_f if k == A.CPU else (off_kind == k).cast(pl.Float64) * rest
         vllm = vllm_wait if k == A.WAIT else (1.0 - vllm_wait if k == A.GPU else pl.lit(0.0))
-        return (
+        whole = (kind == k).cast(pl.Float64)
+        by_rules = (
             pl.when(has_split)
             .then(split)
             .when(has_cpu)
             .then(cpu_only)
             .when(is_vllm)
             .then(vllm)
-            .otherwise((kind == k).cast(pl.Float64))
+            .otherwise(whole)
+            .fill_null(0.0)
+        )
+        gpu_rest = (
+            pl.when(has_split | has_cpu).then(by_rules).otherwise(_rest_without_cpu(k, kind) * left)
+        )
+        return (
+            pl.when(gpu_f > 0)
+            .then(device + gpu_rest)
+            .otherwise(by_rules)
             .fill_null(0.0)
             .alias(f"mix_{k}")
         )
 
     return df.with_columns([share(k) for k in KINDS])
+
+
+def _rest_without_cpu(k: str, kind: pl.Expr) -> pl.Expr:
+    """Where the self time the device does not explain goes when nothing else was measured:
+    to the span's kind, except that a gpu-kind span's unexplained rest is ``unknown`` (the
+    device measured it busy only so much; the rest is not device time)."""
+    own = pl.when(kind == A.GPU).then(pl.lit(A.UNKNOWN)).otherwise(kind)
+    return (own == k).cast(pl.Float64)
+
+
+def gpu_fraction(
+    busy: pl.Expr | None = None, waited: pl.Expr | None = None, self_ns: pl.Expr | None = None
+) -> pl.Expr:
+    """The device side of a span's self time, as a fraction (docs/attributes.md, "Kinds").
+
+    Device-side time is time the device worked for the span (``tracelens.gpu_ns``: the union
+    of the device intervals its own launches produced, inside its window) or the span's thread
+    waited for the device (``tracelens.gpu_wait_ns``, on-CPU spinning or asleep in the
+    driver).  A wait is for device work, so it lies inside device-busy time unless the device
+    works for someone else: the union is taken as the larger of the two, capped at the self
+    time.  0 where neither was measured.  ``busy`` / ``waited`` / ``self_ns``: those columns
+    where the caller has them (default: read from the attributes inside ``resolve_kinds``).
+    """
+    self_ns = (pl.col("self_ns") if self_ns is None else self_ns).cast(pl.Float64)
+    busy = _attr(A.GPU_NS) if busy is None else busy
+    waited = _attr(A.GPU_WAIT_NS) if waited is None else waited
+    device = pl.max_horizontal(
+        busy.cast(pl.Float64, strict=False).fill_null(0.0),
+        waited.cast(pl.Float64, strict=False).fill_null(0.0),
+    )
+    return pl.when(self_ns > 0).then((device / self_ns).clip(0.0, 1.0)).otherwise(0.0)
+
+
+def _with_gpu_kind(df: pl.LazyFrame) -> pl.LazyFrame:
+    """A span with device-side time measured gets the kind its split says: the largest share
+    of its self time (ties in ``KINDS`` order), measured.  The host spinning in a
+    synchronise is on-CPU, but its time is the device's, so the thread clock alone must not
+    decide (docs/attributes.md, "Kinds")."""
+    measured = gpu_fraction() > 0
+    largest = pl.max_horizontal([pl.col(f"mix_{k}") for k in KINDS])
+    pick = pl.lit(None, dtype=pl.String)
+    for k in reversed(KINDS):
+        pick = pl.when(pl.col(f"mix_{k}") >= largest).then(pl.lit(k)).otherwise(pick)
+    return df.with_columns(
+        pl.when(measured).then(pick).otherwise(pl.col("kind_resolved")).alias("kind_resolved"),
+        pl.when(measured)
+        .then(pl.lit("measured"))
+        .otherwise(pl.col("kind_source"))
+        .alias("kind_source"),
+    )

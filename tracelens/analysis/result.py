@@ -23,6 +23,7 @@ from tracelens.analysis.fields import fields_dict
 if TYPE_CHECKING:  # the finder is imported when it runs: --no-findings does not pay for it
     from tracelens.analysis.coldstart import Headline
     from tracelens.analysis.findings.finding import Example, Finding
+    from tracelens.analysis.gpu import ModelCallGpu
     from tracelens.analysis.hotspots import CpuHotspots
     from tracelens.analysis.stages import Stages
     from tracelens.analysis.tokens import ModelFit
@@ -57,6 +58,13 @@ class Analysis:
         return token_fits(self.traces)
 
     @cached_property
+    def gpu_model_calls(self) -> list[ModelCallGpu]:
+        """The GPU-measured model calls, longest first (``summary.gpu_model_calls``)."""
+        from tracelens.analysis.gpu import model_calls
+
+        return model_calls(self.traces)
+
+    @cached_property
     def request_latency(self) -> Headline:
         """Request latency without cold starts, overall and per root operation, and the cold
         starts apart (``summary.request_latency_ms``, ``latency_by_operation``,
@@ -83,12 +91,15 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``tracelens.analysis/1`` document (docs/analysis-json.md)."""
+        from tracelens.analysis.gpu import MAX_MODEL_CALLS
+
         return {
             "schema": s.SCHEMA,
             "summary": {
                 **_summary_json(self.summary),
                 "stages": self.stages.to_dict(),
                 "models": [m.to_dict() for m in self.models],
+                "gpu_model_calls": [c.to_dict() for c in self.gpu_model_calls[:MAX_MODEL_CALLS]],
                 **self.request_latency.to_dict(),
             },
             "operations": [_operation_json(o) for o in self.operations],

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import polars as pl
 
+from tracelens.analysis import gpu
 from tracelens.analysis.core import KIND_NS, TraceAnalysis
 from tracelens.analysis.kinds import KINDS
 
@@ -23,7 +24,9 @@ SCHEMA = "tracelens.analysis/1"
 SPLIT_NOTE = (
     "critical-path sections of spans with a measured tracelens.cpu_ns are split between cpu "
     "and the span's off-CPU kind in proportion to its self time; vLLM llm_request sections "
-    "are split into queueing (wait) and model time (gpu)"
+    "are split into queueing (wait) and model time (gpu); a span's measured device time "
+    "(tracelens.gpu_ns, or its thread waiting for the device, tracelens.gpu_wait_ns) is gpu "
+    "first, the rest split as above"
 )
 
 
@@ -45,6 +48,8 @@ class Summary:
     critical_path_ms: dict[str, float]  # per kind, in KINDS order
     critical_path_share: dict[str, float]  # per kind; adds up to 1 (or all 0)
     critical_path_split: str  # how sections are split between kinds, in words
+    gpu_measured_traces: int = 0  # traces with GPU measurement (tracelens.gpu_*)
+    gpu_idle_share: float | None = None  # critical-path share with no GPU working; None: none
 
 
 @dataclass(frozen=True)
@@ -61,11 +66,17 @@ class Operation:
     cpu_ms: float
     critical_ms: float  # exclusive time on the main critical paths, all traces
     critical_share: float
+    cpu_share: float | None = None  # on-CPU share of its self time; None: cpu_ns not measured
+    gpu_ms: float | None = None  # device-busy time of its GPU-measured spans; None: not measured
+    gpu_busy_share: float | None = None  # gpu_ms over those spans' self time
 
     def rounded(self) -> Operation:
         """The figures as the analysis document states them: ms to 1e-3, the share to 1e-4."""
         return replace(
             self,
+            cpu_share=None if self.cpu_share is None else round(self.cpu_share, 4),
+            gpu_ms=None if self.gpu_ms is None else round(self.gpu_ms, 3),
+            gpu_busy_share=None if self.gpu_busy_share is None else round(self.gpu_busy_share, 4),
             p50_ms=round(self.p50_ms, 3),
             p95_ms=round(self.p95_ms, 3),
             cpu_ms=round(self.cpu_ms, 3),
@@ -90,6 +101,7 @@ class TraceSummary:
     duration_ms: float
     spans: int
     critical_path_ms: dict[str, float]  # per kind
+    gpu_idle_share: float | None  # path share with no GPU working for it; None: not measured
     # PATH_COLUMNS, in path order.  A table, not objects: the traces of an analysis hold a row
     # per critical-path section (hundreds of thousands), and only the JSON reads them all.
     critical_path: pl.DataFrame
@@ -105,6 +117,8 @@ class TraceSummary:
 
 
 def summary(ta: TraceAnalysis) -> Summary:
+    busy, path = gpu.trace_gpu_idle(ta)
+    measured = ~np.isnan(busy)
     lat_ms = ta.traces["duration_ns"].to_numpy() / 1e6
     by_kind = {k: float(ta.traces[f"{k}_ns"].sum()) / 1e6 for k in KINDS}
     total = sum(by_kind.values())
@@ -119,6 +133,12 @@ def summary(ta: TraceAnalysis) -> Summary:
             k: (round(v / total, 4) if total > 0 else 0.0) for k, v in by_kind.items()
         },
         critical_path_split=SPLIT_NOTE,
+        gpu_measured_traces=int(measured.sum()),
+        gpu_idle_share=(
+            gpu.idle_share(float(busy[measured].sum()), float(path[measured].sum()))
+            if measured.any()
+            else None
+        ),
     )
 
 
@@ -141,6 +161,7 @@ def operations(ta: TraceAnalysis) -> pl.DataFrame:
             (pl.col("end_ns") - pl.col("start_ns")).sum().alias("_total_ns"),
         )
         .join(crit, on=["service", "name"], how="left")
+        .join(gpu.operation_gpu(ta), on=["service", "name"], how="left")
         .with_columns(pl.col("critical_ms").fill_null(0.0))
         .with_columns(
             (pl.col("critical_ms") / total_crit if total_crit > 0 else pl.lit(0.0)).alias(
@@ -169,6 +190,7 @@ def traces_list(
         "trace_id", as_dict=True, maintain_order=True, include_key=False
     )
     no_path = main.select(PATH_COLUMNS).clear()
+    busy, path_ns = gpu.trace_gpu_idle(ta)
     out = []
     for row in tr.iter_rows(named=True):
         path = secs.get((row["trace_id"],))
@@ -182,6 +204,9 @@ def traces_list(
                 duration_ms=row["duration_ns"] / 1e6,
                 spans=row["spans"],
                 critical_path_ms={k: round(row[f"{k}_ns"] / 1e6, 3) for k in KINDS},
+                gpu_idle_share=gpu.idle_share(
+                    float(busy[row["_trace"]]), float(path_ns[row["_trace"]])
+                ),
                 critical_path=path if path is not None else no_path,
             )
         )
@@ -201,6 +226,9 @@ def operations_list(ta: TraceAnalysis) -> list[Operation]:
             cpu_ms=float(r["cpu_ms"] or 0.0),
             critical_ms=float(r["critical_ms"] or 0.0),
             critical_share=float(r["critical_share"]),
+            cpu_share=r["cpu_share"],
+            gpu_ms=r["gpu_ms"],
+            gpu_busy_share=r["gpu_busy_share"],
         )
         for r in operations(ta).iter_rows(named=True)
     ]

@@ -56,37 +56,15 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
             [[k, summ.critical_path_ms[k], f"{summ.critical_path_share[k]:.1%}"] for k in KINDS],
             [False, True, True],
         ),
+        *_gpu_lines(analysis, top),
         *_latency_model_lines(analysis, top),
         "",
         f"Top operations by exclusive critical-path time (top {top})",
-        table(
-            ["service", "operation", "kind", "count", "p50 ms", "p95 ms", "critical ms", "share"],
-            [
-                [
-                    _clip(o.service, 24),
-                    _clip(o.name),
-                    o.kind,
-                    o.count,
-                    o.p50_ms,
-                    o.p95_ms,
-                    o.critical_ms,
-                    f"{o.critical_share:.1%}",
-                ]
-                for o in (op.rounded() for op in analysis.operations[:top])
-            ],
-            [False, False, False, True, True, True, True, True],
-        ),
+        _operations_table(analysis, top),
         *_hotspot_lines(analysis, top),
         "",
         f"Slowest traces (top {top})",
-        table(
-            ["trace_id", "root", "ms", "spans", "critical path (largest kind)"],
-            [
-                [t.trace_id, _clip(t.root_name, 36), t.duration_ms, t.spans, _largest(t)]
-                for t in analysis.slowest(top)
-            ],
-            [False, False, True, True, False],
-        ),
+        _traces_table(analysis, top),
     ]
     if analysis.findings:
         out += ["", "Findings (most total saving first)"]
@@ -94,6 +72,92 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
     if analysis.warnings:
         out += ["", "Warnings"] + [f"- {w}" for w in analysis.warnings]
     return "\n".join(out) + "\n"
+
+
+def _traces_table(analysis: Analysis, top: int) -> str:
+    """The slowest traces; with GPU measurement in the input, each one's GPU idle share of its
+    critical path ("not measured" for a trace nobody GPU-measured)."""
+    gpu = analysis.summary.gpu_measured_traces > 0
+    head = ["trace_id", "root", "ms", "spans", "critical path (largest kind)"]
+    rows = [
+        [
+            t.trace_id,
+            _clip(t.root_name, 36),
+            t.duration_ms,
+            t.spans,
+            _largest(t),
+            *(
+                ["not measured" if t.gpu_idle_share is None else f"{t.gpu_idle_share:.1%}"]
+                if gpu
+                else []
+            ),
+        ]
+        for t in analysis.slowest(top)
+    ]
+    extra = ["gpu idle"] if gpu else []
+    return table([*head, *extra], rows, [False, False, True, True, False, *[True] * len(extra)])
+
+
+def _operations_table(analysis: Analysis, top: int) -> str:
+    """The operations; with GPU measurement in the input, the on-CPU and GPU busy shares of
+    each operation's self time beside each other ("-": not measured)."""
+    ops = [op.rounded() for op in analysis.operations[:top]]
+    gpu = any(o.gpu_busy_share is not None for o in analysis.operations)
+    head = ["service", "operation", "kind", "count", "p50 ms", "p95 ms", "critical ms", "share"]
+    rows = [
+        [
+            _clip(o.service, 24),
+            _clip(o.name),
+            o.kind,
+            o.count,
+            o.p50_ms,
+            o.p95_ms,
+            o.critical_ms,
+            f"{o.critical_share:.1%}",
+            *([_share(o.cpu_share), _share(o.gpu_busy_share)] if gpu else []),
+        ]
+        for o in ops
+    ]
+    extra = ["cpu busy", "gpu busy"] if gpu else []
+    return table([*head, *extra], rows, [False, False, False, *[True] * (5 + len(extra))])
+
+
+def _share(v: float | None) -> str:
+    return "-" if v is None else f"{v:.1%}"
+
+
+def _gpu_lines(analysis: Analysis, top: int) -> list[str]:
+    """Request-level GPU idle share and the GPU-measured model calls (only with GPU data)."""
+    summ = analysis.summary
+    if not summ.gpu_measured_traces:
+        return []
+    n = summ.gpu_measured_traces
+    out = [
+        "",
+        f"GPU ({n:,} trace{'' if n == 1 else 's'} measured): critical path with no GPU "
+        f"working for the request: {_share(summ.gpu_idle_share)}",
+    ]
+    calls = analysis.gpu_model_calls[:top]
+    if calls:
+        out.append(
+            table(
+                ["model call", "trace", "ms", "cpu busy", "gpu busy", "gpu ms", "launches"],
+                [
+                    [
+                        _clip(c.name, 36),
+                        c.trace_id[:16],
+                        c.duration_ms,
+                        _share(c.cpu_share),
+                        _share(c.gpu_busy_share),
+                        c.gpu_ms,
+                        c.launches,
+                    ]
+                    for c in calls
+                ],
+                [False, False, True, True, True, True, True],
+            )
+        )
+    return out
 
 
 def _latency_model_lines(analysis: Analysis, top: int) -> list[str]:

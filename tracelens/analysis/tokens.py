@@ -22,6 +22,21 @@ few calls slowed by something else do not bend it; a coefficient that comes out 
 dropped (fixed at 0) and the rest refitted.  A group needs ``MIN_CALLS`` calls and both token
 counts spread by at least ``MIN_SPREAD``x to separate prefill from decode; otherwise the report
 says which is missing and fits what it can (``status``).
+
+**Warm-up calls are set aside** (:func:`warmup_mask`).  Engines compile, autotune, allocate or
+capture per shape: the first call at an input length (its prefill shape) or decoding through
+positions no earlier call of the group reached (its decode shapes) may run several times slower
+than the same shape later.  Such a *first-seen* call is a warm-up when it took more than
+``WARMUP_RATIO`` times what the group's other calls predict (a fit on the calls that met no new
+shape, when there are ``WARMUP_REFERENCE`` of them, else on all calls if there are
+``MIN_CALLS``; with fewer, nothing is set aside).  The fit is made without the
+warm-ups and says how many it set aside.  A first-seen call that ran as predicted stays in: real
+traffic meets new lengths all the time.
+
+**No reliable fit.**  When what is left still explains too little, the coefficients are not
+stated (``reliable`` false, ``reason``): fewer than ``MIN_CALLS`` calls, an in-sample MdAPE above
+``MDAPE_MAX``, or, where a per-token cost was fitted, R² under ``R2_MIN`` (with only the mean
+fitted R² measures nothing, so MdAPE alone decides).
 """
 
 from __future__ import annotations
@@ -39,6 +54,11 @@ MIN_CALLS = 8
 MIN_SPREAD = 2.0  # max/min of a token count needed to fit its per-token cost
 HUBER_K = 1.345
 MAX_POINTS = 400  # scatter points kept per model for the report
+WARMUP_RATIO = 2.0  # a first-seen call slower than this times its prediction is a warm-up
+WARMUP_REFERENCE = 3  # calls that met no new shape needed to predict the first-seen ones
+R2_MIN = 0.5  # a fit with per-token costs must explain at least this share of the variance
+MDAPE_MAX = 0.25  # and predict its own calls within this median error
+MAX_SHAPE_POSITIONS = 1 << 20  # decode positions tracked per group (longer: input lengths only)
 
 TTFT = "gen_ai.latency.time_to_first_token"
 TTFC = "gen_ai.response.time_to_first_chunk"
@@ -64,6 +84,7 @@ def calls(ta: TraceAnalysis) -> pl.DataFrame:
     df = sp.select(
         "_i",
         "_trace",
+        "start_ns",
         "trace_id",
         "span_id",
         "name",
@@ -168,6 +189,60 @@ def mdape(pred: np.ndarray, actual: np.ndarray) -> float:
     return float(np.median(np.abs(pred[ok] - actual[ok]) / actual[ok])) if ok.any() else 0.0
 
 
+def first_seen(l_in: np.ndarray, l_out: np.ndarray) -> np.ndarray:
+    """Per call, in the order given (time order): it met a shape no earlier call did, an input
+    length not seen before (prefill) or a decode position (L_in+1 .. L_in+L_out) no earlier call
+    reached."""
+    n = len(l_in)
+    out = np.zeros(n, dtype=bool)
+    li = np.maximum(l_in, 0).astype(np.int64)
+    lo = np.maximum(l_out, 0).astype(np.int64)
+    top = int((li + lo).max()) + 2 if n else 0
+    covered = np.zeros(top, dtype=bool) if top <= MAX_SHAPE_POSITIONS else None
+    inputs: set[int] = set()
+    for k in range(n):
+        a, b = int(li[k]), int(li[k] + lo[k])
+        new = a not in inputs
+        inputs.add(a)
+        if covered is not None:
+            new = new or not bool(covered[a + 1 : b + 1].all())
+            covered[a + 1 : b + 1] = True
+        out[k] = new
+    return out
+
+
+def warmup_mask(l_in: np.ndarray, l_out: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Per call (time order): a warm-up, first at a shape (:func:`first_seen`) and slower than
+    ``WARMUP_RATIO`` times what the other calls predict."""
+    new = first_seen(l_in, l_out)
+    if int((~new).sum()) >= WARMUP_REFERENCE:
+        ref = ~new
+    elif len(t) >= MIN_CALLS:  # every shape new: outliers of the robust fit on all calls
+        ref = np.ones(len(t), dtype=bool)
+    else:  # too few calls to tell a warm-up from an ordinary slow call
+        return np.zeros(len(t), dtype=bool)
+    if not new.any():
+        return new
+    coef, _ = fit_tokens(l_in[ref], l_out[ref], t[ref])
+    pred = coef.predict(l_in, l_out)
+    if int(ref.sum()) < MIN_CALLS:  # no per-token fit: compare with the reference's median
+        pred = np.full(len(t), float(np.median(t[ref])))
+    out: np.ndarray = new & (t > WARMUP_RATIO * np.maximum(pred, 0.0)) & (pred > 0)
+    return out
+
+
+def reliability(status: str, n: int, r2: float, err: float, warmups: int = 0) -> str | None:
+    """Why a fit cannot be trusted (None: it can): the thresholds of the module docstring."""
+    if status == "too_few_calls":
+        left = f" after setting {warmups} warm-up{'' if warmups == 1 else 's'} aside"
+        return f"{n} call{'' if n == 1 else 's'}{left if warmups else ''}, fewer than {MIN_CALLS}"
+    if err > MDAPE_MAX:
+        return f"MdAPE {err:.0%} above {MDAPE_MAX:.0%}"
+    if status != "no_token_spread" and r2 < R2_MIN:
+        return f"R2 {r2:.2f} under {R2_MIN:.2f}: the token counts explain too little"
+    return None
+
+
 @dataclass(frozen=True)
 class ModelFit:
     """The per-token latency model of one (model, server)."""
@@ -184,6 +259,12 @@ class ModelFit:
     ttft_ms: dict[str, float] | None
     output_tokens_per_s: float
     points: list[tuple[float, float, float]] = field(default_factory=list)  # l_in, l_out, ms
+    warmup_calls: int = 0  # first-seen-shape calls set aside (not in the fit, n or points)
+    reason: str | None = None  # why there is no reliable fit; None: the fit is reliable
+
+    @property
+    def reliable(self) -> bool:
+        return self.reason is None
 
     @property
     def prefill_ms_per_token(self) -> float:
@@ -197,6 +278,8 @@ class ModelFit:
         return self.coefficients.predict(np.asarray(l_in, float), np.asarray(l_out, float))
 
     def note(self) -> str:
+        if self.reason is not None:
+            return f"no reliable fit: {self.reason}"
         return {
             "ok": "fitted",
             "too_few_calls": f"fewer than {MIN_CALLS} calls: no per-token costs",
@@ -207,7 +290,7 @@ class ModelFit:
 
     def to_dict(self) -> dict[str, Any]:
         c = self.coefficients
-        fitted = self.status != "too_few_calls"
+        fitted = self.reliable
         return {
             "model": self.model,
             "server": self.server,
@@ -223,6 +306,9 @@ class ModelFit:
             "queue_ms": self.queue_ms,
             "ttft_ms": self.ttft_ms,
             "output_tokens_per_s": round(self.output_tokens_per_s, 2),
+            "warmup_calls": self.warmup_calls,
+            "reliable": self.reliable,
+            "reason": self.reason,
         }
 
 
@@ -234,6 +320,14 @@ def _pcts(v: np.ndarray) -> dict[str, float]:
 
 
 def fit_group(model: str, server: str, part: pl.DataFrame) -> ModelFit:
+    part = part.sort("start_ns", "span_id") if "start_ns" in part.columns else part
+    warm = warmup_mask(
+        part["l_in"].to_numpy().astype(np.float64),
+        part["l_out"].to_numpy().astype(np.float64),
+        part["model_s"].to_numpy().astype(np.float64),
+    )
+    n_warm = int(warm.sum())
+    part = part.filter(pl.Series(~warm))
     l_in = part["l_in"].to_numpy().astype(np.float64)
     l_out = part["l_out"].to_numpy().astype(np.float64)
     t = part["model_s"].to_numpy().astype(np.float64)
@@ -241,6 +335,7 @@ def fit_group(model: str, server: str, part: pl.DataFrame) -> ModelFit:
     pred = coef.predict(l_in, l_out)
     ss_tot = float(((t - t.mean()) ** 2).sum()) if len(t) else 0.0
     r2 = 1.0 - float(((t - pred) ** 2).sum()) / ss_tot if ss_tot > 0 else 0.0
+    err = mdape(pred, t)
     ttft = part["ttft_s"].drop_nulls().to_numpy()
     engine = bool(part["engine_timings"].all())
     decode = part["decode_s"].to_numpy() if engine else t
@@ -258,11 +353,13 @@ def fit_group(model: str, server: str, part: pl.DataFrame) -> ModelFit:
         source="engine" if engine else "client",
         coefficients=coef,
         r2=r2,
-        mdape=mdape(pred, t),
+        mdape=err,
         queue_ms=_pcts(part["queue_s"].to_numpy() * 1e3),
         ttft_ms=_pcts(ttft * 1e3) if len(ttft) else None,
         output_tokens_per_s=float(np.median(rate)) if len(rate) else 0.0,
         points=[(float(l_in[k]), float(l_out[k]), float(t[k] * 1e3)) for k in keep],
+        warmup_calls=n_warm,
+        reason=reliability(status, len(t), r2, err, n_warm),
     )
 
 
@@ -283,11 +380,22 @@ def render_text(fits: list[ModelFit], top: int = 5) -> str:
         lines.append("  (no model calls with token counts)")
     for f in fits[:top]:
         d = f.to_dict()
-        if f.status == "too_few_calls":
-            lines.append(f"  {f.model} @ {f.server}: {f.n} calls: {f.note()}")
+        aside = (
+            f", {f.warmup_calls} warm-up call{'' if f.warmup_calls == 1 else 's'} set aside "
+            "(first at a shape)"
+            if f.warmup_calls
+            else ""
+        )
+        if not f.reliable:
+            scores = "" if f.status == "too_few_calls" else f" (R2 {f.r2:.2f}, MdAPE {f.mdape:.0%})"
+            lines.append(
+                f"  {f.model} @ {f.server}: {f.n} calls ({f.source}){aside}: no reliable fit: "
+                f"{f.reason}{scores}"
+            )
             continue
         lines.append(
-            f"  {f.model} @ {f.server}: {f.n} calls ({f.source}), a {d['intercept_ms']:,.1f} ms, "
+            f"  {f.model} @ {f.server}: {f.n} calls ({f.source}){aside}, "
+            f"a {d['intercept_ms']:,.1f} ms, "
             f"prefill {d['prefill_ms_per_token']:.3f} ms/token, decode "
             f"{d['decode_ms_per_token']:.3f} ms/token, R2 {f.r2:.2f}, MdAPE {f.mdape:.0%}; "
             f"queue p50 {f.queue_ms['p50']:,.1f} ms; {f.output_tokens_per_s:,.0f} output tokens/s"
@@ -336,14 +444,20 @@ def scatter_svg(fit: ModelFit, width: int = 420, height: int = 260) -> str:
 
 
 __all__ = [
+    "MDAPE_MAX",
     "MIN_CALLS",
+    "R2_MIN",
+    "WARMUP_RATIO",
     "Coefficients",
     "ModelFit",
     "calls",
+    "first_seen",
     "fit_tokens",
     "huber_fit",
     "mdape",
+    "reliability",
     "render_text",
     "scatter_svg",
     "token_fits",
+    "warmup_mask",
 ]

@@ -154,7 +154,7 @@ class _Model:
         rows, tp, td = [], [], []
         for r in self.calls.iter_rows(named=True):
             f = self.fits.get((r["model"], r["server"]))
-            if f is None or f.status == "too_few_calls":
+            if f is None or not f.reliable:  # no reliable fit: no per-token costs to use
                 continue
             rows.append(r)
             tp.append(f.coefficients.prefill)
@@ -280,7 +280,7 @@ def _project_stream(m: _Model) -> Projection:
             first = float(ttft)
         else:
             f = m.fits.get((c["model"][k], c["server"][k]))
-            if f is None or f.status == "too_few_calls":
+            if f is None or not f.reliable:  # no reliable fit: no per-token costs to use
                 continue
             first = float(f.predict_s(np.array([c["l_in"][k]]), np.array([1.0]))[0])
         rows.append(call)

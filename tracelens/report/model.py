@@ -22,6 +22,7 @@ from tracelens.analysis.findings.finding import (
     CacheDetails,
     Finding,
     FindingType,
+    LaunchBoundDetails,
     LoopDetails,
     ParallelDetails,
     TailDetails,
@@ -202,10 +203,28 @@ def top_operations(analysis: Analysis, top: int = TOP_OPERATIONS) -> dict[str, A
             "critical_ms": o.critical_ms,
             "critical_share": o.critical_share,
             "per_trace_ms": o.critical_ms / n_traces if n_traces else 0.0,
+            "cpu_share": o.cpu_share,
+            "gpu_busy_share": o.gpu_busy_share,
         }
         for o in ops[:top]
     ]
-    return {"rows": rows, "hidden": len(ops) - len(rows)}
+    gpu = any(o.gpu_busy_share is not None for o in ops)
+    return {"rows": rows, "hidden": len(ops) - len(rows), "gpu": gpu}
+
+
+def gpu_view(analysis: Analysis, top: int = TOP_OPERATIONS) -> dict[str, Any] | None:
+    """The request-level GPU idle share and the GPU-measured model calls, host on-CPU share
+    beside device busy share; None when nothing in the input was GPU-measured."""
+    summ = analysis.summary
+    if not summ.gpu_measured_traces:
+        return None
+    calls = analysis.gpu_model_calls
+    return {
+        "measured_traces": summ.gpu_measured_traces,
+        "idle_share": summ.gpu_idle_share,
+        "calls": [c.to_dict() for c in calls[:top]],
+        "hidden": max(len(calls) - top, 0),
+    }
 
 
 def cpu_split(ta: TraceAnalysis, top: int = TOP_CPU) -> dict[str, Any]:
@@ -251,6 +270,7 @@ _TITLES = {
     FindingType.CACHEABLE: "Cache {names}",
     FindingType.RETRY: "Stop the retries of {names}",
     FindingType.N_PLUS_ONE: "Batch the repeated {names} calls",
+    FindingType.LAUNCH_BOUND: "Keep the GPU busy: {names} is launch-bound",
 }
 
 
@@ -301,6 +321,14 @@ def facts(f: Finding) -> list[tuple[str, str]]:
         ]
     elif isinstance(d, TailDetails):
         pairs.append(("tail_traces", d.tail_traces))
+    elif isinstance(d, LaunchBoundDetails):
+        pairs += [
+            ("gpu_busy_share", fmt.pct(d.gpu_busy_share, 1)),
+            ("host_on_cpu_share", fmt.pct(d.host_on_cpu_share, 1)),
+            ("device_ms_per_call", d.device_ms_per_call),
+            ("call_ms", d.call_ms),
+            ("remedies", "; ".join(r.split(" (")[0] for r in d.remedies)),
+        ]
     if f.example is not None:
         pairs += [
             ("example_trace_id", f.example.trace_id),
@@ -390,7 +418,8 @@ def models_view(analysis: Analysis, top: int = TOP_MODELS) -> dict[str, Any]:
     rows = []
     for fit in analysis.models[:top]:
         d = fit.to_dict()
-        plot = scatter_svg(fit) if fit.status not in UNFITTED and fit.points else ""
+        drawn = fit.reliable and fit.status not in UNFITTED and fit.points
+        plot = scatter_svg(fit) if drawn else ""
         rows.append({**d, "plot": Markup(plot) if plot else None})
     return {"rows": rows, "hidden": max(len(analysis.models) - top, 0)}
 

@@ -68,6 +68,7 @@ def report_context(
         "histogram": model.latency_histogram(ta.traces["duration_ns"].to_numpy() / 1e6),
         "roots": model.roots_breakdown(ta),
         "operations": model.top_operations(analysis),
+        "gpu": model.gpu_view(analysis),
         "cpu": model.cpu_split(ta),
         "stages": model.stages_view(analysis),
         "models": model.models_view(analysis),

@@ -18,6 +18,7 @@ from tracelens.analysis.findings.candidate import Candidate
 from tracelens.analysis.findings.features import Features, features
 from tracelens.analysis.findings.finding import Evidence, Finding, FindingType
 from tracelens.analysis.findings.hops import groups
+from tracelens.analysis.findings.launch_bound import launch_bound_candidates
 from tracelens.analysis.findings.parallel import n_plus_one_candidates, parallel_candidates
 from tracelens.analysis.findings.repeats import (
     DEFAULT_WINDOW_S,
@@ -50,6 +51,7 @@ def candidates(
         *retry_candidates(tl, fe, ta.spans, retry, failed),
         *repeated_write_candidates(tl, fe, ta.spans, retry),
         *tail_candidates(ta, tl, fe),
+        *launch_bound_candidates(ta, tl),
     ]
 
 

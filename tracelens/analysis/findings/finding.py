@@ -25,6 +25,7 @@ class FindingType(str, Enum):
     REPEATED_WRITE = "repeated_write"
     POLLING = "polling"
     WHAT_IF = "what_if"  # a latency-model what-if asked for (analyze --what-if)
+    LAUNCH_BOUND = "launch_bound"  # model calls whose GPU waits for the host
 
     @property
     def rank(self) -> int:
@@ -80,7 +81,20 @@ class WhatIfDetails:
     what_if: str  # the what-if as asked for, e.g. "trim_context=0.5"
 
 
-Details = ParallelDetails | LoopDetails | CacheDetails | TailDetails | WhatIfDetails
+@dataclass(frozen=True)
+class LaunchBoundDetails:
+    gpu_busy_share: float  # median over the calls: device busy over the call's own time
+    host_on_cpu_share: float  # median: the host thread's on-CPU share of it
+    busy_threshold: float  # launch-bound under this GPU busy share
+    device_ms_per_call: float  # median device time (gpu_ns + gpu_after_ns): the what-if's floor
+    call_ms: float  # median call duration
+    launches_per_call: float  # median
+    remedies: list[str]
+
+
+Details = (
+    ParallelDetails | LoopDetails | CacheDetails | TailDetails | WhatIfDetails | LaunchBoundDetails
+)
 
 
 @dataclass(frozen=True)
@@ -141,6 +155,7 @@ __all__ = [
     "Example",
     "Finding",
     "FindingType",
+    "LaunchBoundDetails",
     "LoopDetails",
     "ParallelDetails",
     "PathOp",
