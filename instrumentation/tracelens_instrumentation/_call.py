@@ -44,12 +44,17 @@ RESULT_VALUE: Final = A.RESULT_VALUE
 ERROR_TYPE: Final = A.ERROR_TYPE
 ARG_FPS: Final = A.ARG_FPS
 CPU_STACKS: Final = A.CPU_STACKS
+GPU_WAIT_NS: Final = A.GPU_WAIT_NS
+GPU_SOURCE: Final = A.GPU_SOURCE
+GPU_SOURCE_STACKS: Final = A.GPU_SOURCE_STACKS
 small_args_hash = fingerprint.small_args_hash
 args_fingerprint = fingerprint.args_fingerprint
 MIN_TEXT: Final = fingerprint.MIN_TEXT
 set_span_in_context = otel_trace.set_span_in_context
 perf = measure.perf
 records = measure.records
+device_waits = measure.device_waits
+device_split = measure.device_split
 
 
 def _context_var() -> ContextVar[Any] | None:
@@ -309,6 +314,13 @@ def end(
         if direct and (len(values) > call.room or span._end_time is not None):
             values = {}
             direct = False
+        if device_waits:  # the sampler saw some span wait for a device
+            seen = device_waits.pop(call, None)
+            if seen is not None and call.measured:
+                self_wall = now - call.t0 - call.cov_w
+                kind, wait, gpu_wait = device_split(kind, io, wait, self_wall, *seen)
+                values[GPU_WAIT_NS] = gpu_wait
+                values[GPU_SOURCE] = GPU_SOURCE_STACKS
         if call.measured:
             values[KIND] = kind
             values[IO_NS] = io  # always, even 0: their presence marks a measured kind

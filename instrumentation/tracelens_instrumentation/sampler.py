@@ -29,11 +29,13 @@ import time
 import types
 from typing import Final
 
+from tracelens_instrumentation import attributes as A
 from tracelens_instrumentation import classify, measure, stacks
 
 INTERVAL_S: Final = max(0.001, float(os.environ.get("TRACELENS_SAMPLE_INTERVAL_MS", "5")) / 1000)
 PARK_AFTER_NS: Final = 1_000_000_000
 MIN_OFF_NS: Final = 100_000
+MAX_THREADS: Final = 256  # Python threads whose clocks bound a GIL wait
 MIN_ON_NS: Final = 1  # any CPU used: dropping short intervals would bias the stacks (load)
 profiling = stacks.ENABLED  # configure(profile=...) sets it
 
@@ -125,9 +127,60 @@ def tick() -> bool:
     frames = sys._current_frames()
     now = measure.perf()
     stops = _frozen[0]
+    others = _OthersCpu()
     for thread, rec in active:
-        _sample(thread, rec, now, frames.get(thread), stops)
+        _sample(thread, rec, now, frames.get(thread), stops, others)
+    others.keep()
     return True
+
+
+class _OthersCpu:
+    """The CPU time the process's other Python threads used since the previous tick, read
+    lazily once per tick (one clock read per thread), so that off-CPU time in plain Python
+    code counts as waiting for the GIL only as far as some other Python thread ran meanwhile.
+    The sampler's own thread is left out (its ticks release the GIL as they sleep)."""
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now: dict[int, int] | None = None
+
+    def used(self, target: int) -> int:
+        """CPU ns of Python threads other than ``target`` (a kernel id) since the last tick;
+        a thread first seen counts with all of its CPU (at most: an upper bound)."""
+        now = self.now
+        if now is None:
+            now = self.now = _python_thread_cpu()
+        before = _prev_cpu
+        total = 0
+        for tid, cpu in now.items():
+            if tid != target:
+                total += cpu - before.get(tid, 0) if cpu >= before.get(tid, 0) else cpu
+        return total
+
+    def keep(self) -> None:
+        if self.now is not None:
+            _prev_cpu.clear()
+            _prev_cpu.update(self.now)
+        else:  # not read this tick: the next window starts now
+            _prev_cpu.clear()
+            _prev_cpu.update(_python_thread_cpu())
+
+
+_prev_cpu: dict[int, int] = {}  # kernel thread id -> its CPU clock at the previous tick
+
+
+def _python_thread_cpu() -> dict[int, int]:
+    me = threading.get_native_id()
+    out: dict[int, int] = {}
+    for t in threading.enumerate()[:MAX_THREADS]:
+        tid = t.native_id
+        if tid is None or tid == me:
+            continue
+        cpu = measure.other_thread_cpu(tid)
+        if cpu is not None:
+            out[tid] = cpu
+    return out
 
 
 def _sample(
@@ -136,6 +189,7 @@ def _sample(
     now: int,
     frame: types.FrameType | None,
     stops: frozenset[types.CodeType],
+    others: _OthersCpu | None = None,
 ) -> None:
     if not rec.in_step:
         return
@@ -156,6 +210,20 @@ def _sample(
     if rec.open or frame is None:
         return
     used = cpu - prev_c
+    off = (now - prev_w) - used
+    if classify.device_wait(frame, stops):
+        # waiting for the device, spinning (on-CPU) or blocked: the device's time, and no CPU
+        # stack (a synchronize is not a CPU hotspot); the off-CPU part is split as a wait
+        seen = measure.device_waits.get(rec)
+        if seen is None:
+            if len(measure.device_waits) > 4096:
+                measure.device_waits.clear()
+            seen = measure.device_waits[rec] = [0, 0]
+        seen[0] += max(0, used)
+        if off >= MIN_OFF_NS:
+            seen[1] += off
+            rec.evidence(A.WAIT, off)
+        return
     if used >= MIN_ON_NS and profiling[0] and not rec.ended:
         # a stack that cannot be read is a sample lost, not the span's problem
         with contextlib.suppress(Exception):
@@ -165,9 +233,19 @@ def _sample(
         # so the delay and the off-CPU time it explains may fall in different intervals:
         # both are summed over the span and compared at its end (measure.Record.finish).
         rec.evidence(measure.RUN, min(now - prev_w, max(0, delay - prev_delay)))
-    off = (now - prev_w) - (cpu - prev_c)
     if off >= MIN_OFF_NS:
-        rec.evidence(classify.blocked_in(frame, stops), off)
+        kind = classify.blocked_in(frame, stops)
+        if kind == A.CPU:
+            # off-CPU in plain Python code: the GIL, as far as other Python threads ran in
+            # the window; the rest blocked in a call we cannot name (native code that
+            # released the GIL and waits): wait
+            gil = off if others is None else min(off, others.used(rec.native))
+            if gil > 0:
+                rec.evidence(A.CPU, gil)
+            if off - gil > 0:
+                rec.evidence(A.WAIT, off - gil)
+        else:
+            rec.evidence(kind, off)
 
 
 def run_delay(tid: int) -> int | None:
