@@ -5,12 +5,12 @@ No GPU here: the device-wait calls are stand-ins, real functions whose code obje
 module and qualified name of the table's entries (``classify.DEVICE_WAITS``), compiled into a
 module namespace of that name.  ``torch.cuda.synchronize`` under CUDA's default scheduling
 spins on the CPU until the device is done; under blocking sync it sleeps in the driver: the two
-stand-ins do the same for a known time, which is the truth (thread clocks around them).
+stand-ins do the same for a known time, which is the truth (clocks around them).
 
 The GIL: a C call that releases the GIL and blocks, with a name no rule knows (``hold``, an
 alias of ``time.sleep``), is neither CPU nor GIL time when no other Python thread runs; with a
 real contending thread computing meanwhile, the part charged to the CPU side is bounded by the
-CPU time that thread used (its own ``thread_time``).
+time the other Python threads ran or were runnable (the kernel's schedstat of each).
 """
 
 from __future__ import annotations
@@ -87,9 +87,9 @@ def test_spinning_synchronize_is_gpu_and_not_a_hotspot(spans: InMemorySpanExport
     @trace
     def gpu_step() -> None:
         truth["host"] = spin(60)
-        t = time.thread_time_ns()
+        t = time.perf_counter_ns()
         cuda.synchronize()
-        truth["sync"] = time.thread_time_ns() - t
+        truth["sync"] = time.perf_counter_ns() - t  # the host waited this long, on-CPU or not
 
     try:
         gpu_step()
@@ -101,7 +101,7 @@ def test_spinning_synchronize_is_gpu_and_not_a_hotspot(spans: InMemorySpanExport
     wall = span.end_time - span.start_time
     assert a[A.KIND] == A.GPU, a
     assert a[A.GPU_SOURCE] == A.GPU_SOURCE_STACKS
-    # sampled every 5 ms: within two ticks and 15 % of the thread's own clock around the call
+    # sampled every 5 ms: within two ticks and 15 % of the call's wall time
     assert abs(a[A.GPU_WAIT_NS] - truth["sync"]) < max(10e6, 0.15 * truth["sync"]), (a, truth)
     assert cpu_side(a, wall) < truth["host"] + 0.15 * truth["sync"], (a, truth)
     profile = a.get(A.CPU_STACKS, ())
@@ -143,6 +143,13 @@ def test_unnamed_blocking_c_call_alone_is_not_cpu(spans: InMemorySpanExporter) -
     assert cpu_side(a, wall) < 0.1 * wall, a  # no other Python thread ran: no GIL wait
 
 
+def schedstat(tid: int) -> int:
+    """The kernel's own account of a thread: ns on a CPU plus ns runnable waiting for one."""
+    with open(f"/proc/self/task/{tid}/schedstat") as fh:
+        on_cpu, run_delay = fh.read().split()[:2]
+    return int(on_cpu) + int(run_delay)
+
+
 def test_gil_share_is_bounded_by_the_contending_thread(spans: InMemorySpanExporter) -> None:
     hold = time.sleep
     stop = threading.Event()
@@ -164,9 +171,10 @@ def test_gil_share_is_bounded_by_the_contending_thread(spans: InMemorySpanExport
     worker.start()
     try:
         time.sleep(0.02)
-        t = time.perf_counter_ns()
+        others = [t.native_id for t in threading.enumerate() if t is not threading.current_thread()]
+        before = sum(schedstat(t) for t in others if t)
         blocked_beside_a_busy_thread()
-        blocked_ns = time.perf_counter_ns() - t
+        after = sum(schedstat(t) for t in others if t)
     finally:
         stop.set()
         worker.join()
@@ -175,10 +183,10 @@ def test_gil_share_is_bounded_by_the_contending_thread(spans: InMemorySpanExport
     assert span.end_time is not None and span.start_time is not None
     wall = span.end_time - span.start_time
     gil = cpu_side(a, wall) - a[A.CPU_NS]  # the CPU side beyond the span's own CPU
-    # the contender's CPU over the whole run, scaled to the blocked window, bounds it
-    share = used[0] / (blocked_ns + 0.03e9)
-    assert 0.05 < share < 0.6, share  # the contender's duty cycle, as the machine ran it
-    assert gil <= share * wall + 15e6, (a, used, wall)
+    ran = after - before  # the other Python threads (contender, sampler): on a CPU or runnable
+    assert ran < 0.8 * wall, (ran, wall)  # the workload's shape: they left room
+    # never more GIL wait than the others ran (one tick of slack at each end)
+    assert gil <= ran + 10e6, (a, ran, wall)
     # the rest is the blocking call's (wait): not all of it assumed to be the GIL
-    assert a[A.WAIT_NS] >= (1 - share) * wall - 30e6, (a, used, wall)
-    assert a[A.KIND] == A.WAIT, a
+    assert a[A.WAIT_NS] >= wall - ran - a[A.CPU_NS] - 20e6, (a, ran, wall)
+    assert a[A.KIND] == A.WAIT, (a, ran, wall)

@@ -30,7 +30,7 @@ import types
 from typing import Final
 
 from tracelens_instrumentation import attributes as A
-from tracelens_instrumentation import classify, measure, stacks
+from tracelens_instrumentation import classify, gpu, measure, stacks
 
 INTERVAL_S: Final = max(0.001, float(os.environ.get("TRACELENS_SAMPLE_INTERVAL_MS", "5")) / 1000)
 PARK_AFTER_NS: Final = 1_000_000_000
@@ -82,6 +82,9 @@ def _run() -> None:
         except Exception:  # never let a sampling bug kill the thread or reach the app
             busy = False
         now = time.monotonic_ns()
+        if busy and gpu.STATE["status"] == "idle":
+            with contextlib.suppress(Exception):
+                gpu.detect(now)  # a CUDA runtime came into use: start the collector
         if busy:
             idle_since = None
             continue
@@ -121,24 +124,26 @@ def _prune() -> None:
 
 def tick() -> bool:
     """One sampling round; False when no measured span was running."""
-    active = [(thread, stack[-1]) for thread, stack in list(measure.stacks.items()) if stack]
+    active = [(thread, stack) for thread, stack in list(measure.stacks.items()) if stack]
     if not active:
         return False
     frames = sys._current_frames()
     now = measure.perf()
     stops = _frozen[0]
     others = _OthersCpu()
-    for thread, rec in active:
-        _sample(thread, rec, now, frames.get(thread), stops, others)
+    for thread, stack in active:
+        _sample(thread, stack[-1], now, frames.get(thread), stops, others, stack)
     others.keep()
     return True
 
 
 class _OthersCpu:
-    """The CPU time the process's other Python threads used since the previous tick, read
-    lazily once per tick (one clock read per thread), so that off-CPU time in plain Python
-    code counts as waiting for the GIL only as far as some other Python thread ran meanwhile.
-    The sampler's own thread is left out (its ticks release the GIL as they sleep)."""
+    """How long the process's other Python threads ran or were runnable since the previous
+    tick (CPU clock plus schedstat run delay, read lazily once per tick), so that off-CPU time
+    in plain Python code counts as waiting for the GIL only as far as that.  Why this bounds
+    it: the GIL's holder (or the thread it is being handed to) is running or waiting for a
+    core; a thread blocked in a call released it.  The sampler thread counts too: its ticks
+    take the GIL, and on a loaded machine waking it to take it is most of that wait."""
 
     __slots__ = ("now",)
 
@@ -146,8 +151,8 @@ class _OthersCpu:
         self.now: dict[int, int] | None = None
 
     def used(self, target: int) -> int:
-        """CPU ns of Python threads other than ``target`` (a kernel id) since the last tick;
-        a thread first seen counts with all of its CPU (at most: an upper bound)."""
+        """Running or runnable ns of Python threads other than ``target`` (a kernel id) since
+        the last tick; a thread first seen counts with all of it (an upper bound)."""
         now = self.now
         if now is None:
             now = self.now = _python_thread_cpu()
@@ -171,15 +176,15 @@ _prev_cpu: dict[int, int] = {}  # kernel thread id -> its CPU clock at the previ
 
 
 def _python_thread_cpu() -> dict[int, int]:
-    me = threading.get_native_id()
+    """Kernel thread id -> CPU clock + run delay, for every Python thread."""
     out: dict[int, int] = {}
     for t in threading.enumerate()[:MAX_THREADS]:
         tid = t.native_id
-        if tid is None or tid == me:
+        if tid is None:
             continue
         cpu = measure.other_thread_cpu(tid)
         if cpu is not None:
-            out[tid] = cpu
+            out[tid] = cpu + (run_delay(tid) or 0)
     return out
 
 
@@ -190,12 +195,19 @@ def _sample(
     frame: types.FrameType | None,
     stops: frozenset[types.CodeType],
     others: _OthersCpu | None = None,
+    stack: list[measure.Record] | None = None,
 ) -> None:
     if not rec.in_step:
         return
     cpu = measure.other_thread_cpu(rec.native)
     if cpu is None:
         return
+    if stack is not None and len(stack) > 1:
+        # the spans further out are covered by this one until now: their next interval
+        # starts here (else it would hold the child's time, judged by the parent's stack)
+        for outer in stack[:-1]:
+            if outer.in_step and outer.native == rec.native:
+                outer.samp_step, outer.samp_w, outer.samp_c = outer.step_no, now, cpu
     if rec.samp_step == rec.step_no:
         prev_w, prev_c = rec.samp_w, rec.samp_c
     else:
