@@ -33,6 +33,7 @@ from tracelens_instrumentation import attributes as A
 from tracelens_instrumentation import classify, gpu, measure, stacks
 
 INTERVAL_S: Final = max(0.001, float(os.environ.get("TRACELENS_SAMPLE_INTERVAL_MS", "5")) / 1000)
+INTERVAL_NS: Final = int(INTERVAL_S * 1e9)
 PARK_AFTER_NS: Final = 1_000_000_000
 MIN_OFF_NS: Final = 100_000
 MAX_THREADS: Final = 256  # Python threads whose clocks bound a GIL wait
@@ -76,9 +77,12 @@ def _run() -> None:
     _event.clear()
     idle_since: int | None = None
     while True:
+        slept = measure.perf()
         time.sleep(INTERVAL_S)
         try:
-            busy = tick()
+            # beyond the sleep: mostly waiting for the GIL, held by a thread that was running
+            late = measure.perf() - slept - INTERVAL_NS
+            busy = tick(late if late > 0 else 0)
         except Exception:  # never let a sampling bug kill the thread or reach the app
             busy = False
         now = time.monotonic_ns()
@@ -122,8 +126,9 @@ def _prune() -> None:
             measure.stacks.pop(thread, None)
 
 
-def tick() -> bool:
-    """One sampling round; False when no measured span was running."""
+def tick(late: int = 0) -> bool:
+    """One sampling round; False when no measured span was running.  ``late``: how long the
+    sampler waited beyond its sleep (for the GIL): see ``_weight``."""
     active = [(thread, stack) for thread, stack in list(measure.stacks.items()) if stack]
     if not active:
         return False
@@ -132,8 +137,10 @@ def tick() -> bool:
     stops = _frozen[0]
     others = _OthersCpu()
     for thread, stack in active:
-        _sample(thread, stack[-1], now, frames.get(thread), stops, others, stack)
+        _sample(thread, stack[-1], now, frames.get(thread), stops, others, stack, late)
     others.keep()
+    if len(_carry) > 4096:
+        _carry.clear()
     return True
 
 
@@ -196,6 +203,7 @@ def _sample(
     stops: frozenset[types.CodeType],
     others: _OthersCpu | None = None,
     stack: list[measure.Record] | None = None,
+    late: int = 0,
 ) -> None:
     if not rec.in_step:
         return
@@ -239,7 +247,7 @@ def _sample(
     if used >= MIN_ON_NS and profiling[0] and not rec.ended:
         # a stack that cannot be read is a sample lost, not the span's problem
         with contextlib.suppress(Exception):
-            stacks.record(rec, frame, used, stops)
+            stacks.record(rec, frame, _weight(rec, used, late), stops)
     if delay is not None and prev_delay is not None:
         # The kernel adds a wait for a CPU to the run delay only when the thread runs again,
         # so the delay and the off-CPU time it explains may fall in different intervals:
@@ -258,6 +266,26 @@ def _sample(
                 rec.evidence(A.WAIT, off - gil)
         else:
             rec.evidence(kind, off)
+
+
+_carry: dict[object, int] = {}  # record -> CPU carried to its next sample (see _weight)
+
+
+def _weight(rec: object, used: int, late: int) -> int:
+    """The CPU a stack sample stands for.  The sampler asks for the GIL at times that do not
+    depend on what the thread runs, and the stack where the thread then yields it is what ran
+    at that moment (a C call holding the GIL yields right after it, in its Python caller).
+    But the CPU since the previous sample includes the wait for the GIL, which is long exactly
+    when the thread was in a long GIL-holding call: charging it to this sample over-weights
+    such calls (JSON encoding) and under-weights code that yields often (loops, generators).
+    So the wait's CPU is carried to the next sample: each weight then covers request to
+    request, independent of the stack it is given to; the totals are unchanged but for the
+    last wait of a span."""
+    carried = _carry.pop(rec, 0)
+    wait = late if late < used else used
+    if wait > 0 and not getattr(rec, "ended", False):
+        _carry[rec] = wait
+    return used - wait + carried
 
 
 def run_delay(tid: int) -> int | None:
