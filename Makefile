@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: install demo test test-all test-vllm lint bench sample-report clean
+.PHONY: install demo test test-all test-vllm gpu-check lint bench sample-report clean
 
 $(STAMP): pyproject.toml setup.py instrumentation/pyproject.toml instrumentation/setup.py instrumentation/tracelens_instrumentation/_speedups.c instrumentation/tracelens_instrumentation/_record.c tracelens/ingest/otlp_proto/_native.c tracelens/ingest/_json_native.c tracelens/ingest/_native_common.h tracelens/ingest/_json_builder.h tracelens/ingest/_json_jaeger.h tracelens/ingest/_json_zipkin.h tracelens/analysis/_walk.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -30,6 +30,10 @@ test-all: $(STAMP)
 
 test-vllm:
 	bash scripts/test-vllm.sh
+
+## On a machine with one NVIDIA GPU (no network): issue 24's GPU figures beside the truth.
+gpu-check:
+	PYTHON=$(if $(wildcard $(PY)),$(PY),python3) bash scripts/gpu-check.sh
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check tracelens instrumentation tests bench

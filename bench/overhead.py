@@ -16,6 +16,14 @@ Prints, per shape, the median cost per call of: the plain function, a bare
 ``tracer.start_as_current_span`` around it, and the decorated function; the decorator's overhead
 in microseconds per call over the bare span, and the ratio decorated / bare (target: <= 1.25).
 
+``--gpu`` adds the GPU cases (one NVIDIA GPU, torch with CUDA; skipped with a message without
+one): a launch-bound loop of tiny kernels (2,000 ``add_`` on 16 floats, then a synchronize) and
+large kernels (10 bf16 8192x8192 matmuls, then a synchronize), each call its own trace, timed
+untraced, traced with CUPTI off (``gpu_fraction=0``: the stack rules only), with the default
+fraction of traces measured (``gpu.DEFAULT_FRACTION``) and with every trace measured
+(``gpu_fraction=1``).  Targets, default setting over untraced: launch-bound <= 1.10x, large
+<= 1.02x; the every-trace figure is the cost of measuring a trace.
+
 ``--profile`` switches CPU stacks on (``configure(profile=True)``, ``tracelens.cpu_stacks``) for
 the same per-call figures, then measures the sampler's own CPU time per second of measured span
 time while a traced function computes (a JSON/logging workload 30 frames deep), with profiling
@@ -181,6 +189,74 @@ def report_sampler(costs: dict[bool, float], seconds: float, depth: int) -> bool
     return on <= 0.02
 
 
+GPU_TARGETS = {"launch-bound": 1.10, "large kernels": 1.02}
+
+
+def gpu_cases(rounds: int) -> bool | None:
+    """The GPU figures (see the module docstring); None when there is no GPU to run them on."""
+    try:
+        import torch
+    except ImportError:
+        print("GPU cases skipped: torch is not installed")
+        return None
+    if not torch.cuda.is_available():
+        print("GPU cases skipped: no CUDA device (torch.cuda.is_available() is False)")
+        return None
+    from tracelens_instrumentation import gpu
+
+    small = torch.ones(16, device="cuda")
+    big = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+
+    def launch_bound() -> None:
+        for _ in range(2000):
+            small.add_(1)
+        torch.cuda.synchronize()
+
+    def large() -> None:
+        for _ in range(10):
+            big @ big
+        torch.cuda.synchronize()
+
+    started = gpu.start()
+    print(f"GPU: {torch.cuda.get_device_name()}; CUPTI collector {gpu.STATE['status']}"
+          f"{' (' + gpu.STATE['reason'] + ')' if gpu.STATE['reason'] else ''}")  # fmt: skip
+    settings = {"untraced": None, "CUPTI off (stacks)": 0.0,
+                f"default ({gpu.DEFAULT_FRACTION:g} of traces)": gpu.DEFAULT_FRACTION,
+                "every trace": 1.0}  # fmt: skip
+    ok = started
+    for name, fn in (("launch-bound", launch_bound), ("large kernels", large)):
+        traced = trace(name=name.replace(" ", "_"))(fn)
+        fn()
+        traced()  # warm-up
+        per: dict[str, list[float]] = {k: [] for k in settings}
+        for _ in range(rounds):
+            for setting, fraction in settings.items():
+                if fraction is not None:
+                    gpu.set_fraction(fraction)
+                run = fn if fraction is None else traced
+                t = time.perf_counter_ns()
+                for _ in range(10):
+                    run()
+                per[setting].append((time.perf_counter_ns() - t) / 10 / 1000)
+        gpu.flush()
+        base = statistics.median(per["untraced"])
+        print(f"{name}: untraced {base:.1f} us per call")
+        for setting in list(settings)[1:]:
+            # the mean: with a fraction of traces measured, the cost is spread over all calls
+            value = statistics.fmean(per[setting])
+            ratio = value / base
+            line = f"  {setting:28s} {value:10.1f} us  {ratio:6.3f}x"
+            if setting.startswith("default"):
+                target = GPU_TARGETS[name]
+                ok = ok and ratio <= target
+                line += f"   (target <= {target:.2f}x)"
+            print(line)
+    gpu.set_fraction(gpu.DEFAULT_FRACTION)
+    if not started:
+        print("FAIL: the CUPTI collector did not start; the measured figures are not CUPTI's")
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=5000)
@@ -198,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
         help="CPU stacks on (configure(profile=True)); also print the sampler's CPU cost",
     )
     parser.add_argument("--span-seconds", type=float, default=1.0)
+    parser.add_argument("--gpu", action="store_true", help="also the GPU cases (needs a GPU)")
+    parser.add_argument("--gpu-only", action="store_true", help="only the GPU cases")
+    parser.add_argument("--gpu-rounds", type=int, default=15)
     args = parser.parse_args(argv)
     stacks.ENABLED[0] = args.profile
     counter = itertools.count(1_000_000_000)
@@ -208,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
     global clock
     clock = CLOCK[args.clock]
     tracer, close = setup(args.exporter)
+    if args.gpu_only:
+        got = gpu_cases(args.gpu_rounds)
+        close()
+        return 0 if got is None or got else 1
 
     def bare() -> int:
         with tracer.start_as_current_span("plain"):
@@ -243,6 +326,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.profile:
         costs = sampler_cost(args.span_seconds, max(3, args.repeats // 4), depth=30)
         within = report_sampler(costs, args.span_seconds, 30) and within
+    if args.gpu:
+        got = gpu_cases(args.gpu_rounds)
+        within = within and (got is None or got)
     close()
     return 0 if within else 1
 

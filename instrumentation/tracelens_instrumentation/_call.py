@@ -21,7 +21,7 @@ from opentelemetry.context.context import Context
 from opentelemetry.trace import Status, StatusCode
 from opentelemetry.trace import propagation as otel_propagation
 
-from tracelens_instrumentation import _runtime, fingerprint, measure, stacks
+from tracelens_instrumentation import _runtime, fingerprint, gpu, measure, stacks
 from tracelens_instrumentation import attributes as A
 
 MAX_OURS: Final = 16  # room left for the attributes written at a span's end
@@ -44,12 +44,18 @@ RESULT_VALUE: Final = A.RESULT_VALUE
 ERROR_TYPE: Final = A.ERROR_TYPE
 ARG_FPS: Final = A.ARG_FPS
 CPU_STACKS: Final = A.CPU_STACKS
+GPU_WAIT_NS: Final = A.GPU_WAIT_NS
+GPU_SOURCE: Final = A.GPU_SOURCE
+GPU_SOURCE_STACKS: Final = A.GPU_SOURCE_STACKS
 small_args_hash = fingerprint.small_args_hash
 args_fingerprint = fingerprint.args_fingerprint
 MIN_TEXT: Final = fingerprint.MIN_TEXT
 set_span_in_context = otel_trace.set_span_in_context
 perf = measure.perf
 records = measure.records
+device_waits = measure.device_waits
+device_split = measure.device_split
+GPU_ON = gpu.ON
 
 
 def _context_var() -> ContextVar[Any] | None:
@@ -106,7 +112,8 @@ class Spec:
     """What the decorator knows about a function once, at decoration time."""
 
     __slots__ = (
-        "capture", "index", "kind", "measured", "memo", "name", "positional", "skip", "star",
+        "capture", "index", "kind", "measured", "memo", "name", "plain", "positional", "skip",
+        "star",
     )  # fmt: skip
 
     def __init__(self, func: Callable[..., Any], kind: str | None, name: str | None, capture: bool):
@@ -115,6 +122,12 @@ class Spec:
         qualname = getattr(func, "__qualname__", None) or type(func).__name__
         self.name = name or str(qualname).replace("<locals>.", "")
         self.capture = capture
+        # a plain function runs in one step on one thread: it can push a CUPTI correlation id
+        self.plain = not (
+            inspect.iscoroutinefunction(func)
+            or inspect.isgeneratorfunction(func)
+            or inspect.isasyncgenfunction(func)
+        )
         self.memo: dict[tuple[Any, ...], str] = {}  # args_hash of small argument lists
         self.positional: tuple[bytes, ...] = ()
         self.star = b"*args\0"
@@ -243,6 +256,8 @@ def begin(
         else:
             ctx = set_span_in_context(span, current)
         call = Call(spec, span, values, ctx, room)
+        if GPU_ON[0]:  # a CUDA runtime is in use and the collector runs (gpu.py)
+            gpu.begin(call, values, spec.plain)
         if attach_now:
             call.token = attach(ctx)
         return call
@@ -289,6 +304,7 @@ def end(
     One function rather than several helpers: this runs on every traced call.
     """
     span = call.span
+    held = False
     try:
         if call.suspended:  # a generator closed between items: its last gap ends now
             now = perf()
@@ -299,6 +315,7 @@ def end(
         if parent is not None:
             parent.child_close(now, call.thread, call.last_c if call.last_w == now else None)
         kind, cpu, io, wait = call.finish(now)
+        split = (kind, io, wait, now - call.t0 - call.cov_w) if call.measured else None
         values = call.values
         # ``values`` is the SDK span's own attribute dict when ``begin`` found it had room
         # (``room``): ``span.set_attributes`` minus the SDK's per-value validation and copying,
@@ -309,6 +326,12 @@ def end(
         if direct and (len(values) > call.room or span._end_time is not None):
             values = {}
             direct = False
+        if device_waits:  # the sampler saw some span wait for a device
+            seen = device_waits.pop(call, None)
+            if seen is not None and split is not None:
+                kind, wait, gpu_wait = device_split(kind, io, wait, split[3], *seen)
+                values[GPU_WAIT_NS] = gpu_wait
+                values[GPU_SOURCE] = GPU_SOURCE_STACKS
         if call.measured:
             values[KIND] = kind
             values[IO_NS] = io  # always, even 0: their presence marks a measured kind
@@ -330,6 +353,8 @@ def end(
             _record_error(span, values, exc)
         if not direct:
             span.set_attributes(values)
+        if GPU_ON[0]:  # held until its device records are in: gpu.py ends it
+            held = gpu.end(call, split)
     except Exception:
         _runtime.complain("end", "tracelens: recording a span's measurements failed")
     records.pop(call.span_id, None)
@@ -340,6 +365,8 @@ def end(
             detach(token)
         except Exception:
             _runtime.complain("detach", "tracelens: restoring the context failed")
+    if held:
+        return
     try:
         span.end()
     except Exception:

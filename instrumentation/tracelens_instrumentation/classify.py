@@ -15,7 +15,9 @@ Evidence comes from Python frames (a coroutine's ``cr_await`` chain, a thread's 
 
 No evidence at all means ``wait`` for a suspended coroutine (a bare ``yield``, another
 task's future, an executor job) and ``cpu`` for a blocked thread (off-CPU in plain Python
-code: waiting for the GIL, or native compute that released it).  Judgements are cached per
+code: waiting for the GIL, which the sampler bounds by the CPU the other Python threads used
+meanwhile; the rest is wait).  Waiting for a device (``DEVICE_WAITS``, ``device_wait``) is
+judged before all of these: its time is the device's, on-CPU or not.  Judgements are cached per
 code object (and per call site), so a classification is a walk over a handful of frames with
 dictionary lookups.
 """
@@ -23,6 +25,7 @@ dictionary lookups.
 from __future__ import annotations
 
 import linecache
+import sys
 import types
 from collections.abc import Iterator
 from typing import Any, Final
@@ -98,7 +101,42 @@ _IO_CALLEES: Final = frozenset(
     }
 )  # fmt: skip
 
+# Calls in which the host thread waits for a device (GPU): the one table.  Python functions by
+# (module, qualname); their time, on-CPU (CUDA's default spin) or off-CPU (blocking sync), is
+# the device's, not the CPU's.  ``DEVICE_WAIT_CALLEES``: C methods (no frame of their own),
+# named at the call site, that wait for the device only on device data, so they count when a
+# device runtime is initialised in the process (``_device_runtime``).
+DEVICE_WAITS: Final = frozenset(
+    {
+        ("torch.cuda", "synchronize"),
+        ("torch.cuda.streams", "Stream.synchronize"),
+        ("torch.cuda.streams", "Event.synchronize"),
+        ("torch.xpu", "synchronize"),
+        ("torch.mps", "synchronize"),
+        ("torch._tensor", "Tensor.__array__"),
+        ("cupy", "asnumpy"),
+        ("cupy.cuda.stream", "Stream.synchronize"),
+        ("cupy.cuda.stream", "Event.synchronize"),
+        ("cupy.cuda.device", "Device.synchronize"),
+        ("cupy.cuda.runtime", "deviceSynchronize"),
+        ("cupy.cuda.runtime", "streamSynchronize"),
+        ("jax._src.api", "block_until_ready"),
+        ("jax._src.api", "device_get"),
+        ("jax._src.array", "ArrayImpl.block_until_ready"),
+        ("jax._src.array", "ArrayImpl.__array__"),
+        ("jax._src.array", "ArrayImpl._value"),
+        ("numba.cuda.cudadrv.driver", "Stream.synchronize"),
+        ("numba.cuda.api", "synchronize"),
+    }
+)  # fmt: skip
+DEVICE_WAIT_CALLEES: Final = frozenset(
+    {"item", "cpu", "tolist", "numpy", "synchronize", "block_until_ready", "asnumpy"}
+)
+_DEVICE_MODULES: Final = ("torch", "cupy", "jax", "numba")
+
 _code_kinds: dict[types.CodeType, int] = {}
+_device_codes: dict[types.CodeType, bool] = {}
+_device_sites: dict[tuple[types.CodeType, int], bool] = {}
 _site_kinds: dict[tuple[types.CodeType, int], int] = {}
 _stop_codes: set[types.CodeType] = set()
 
@@ -324,3 +362,56 @@ def blocked_in(frame: types.FrameType | None, stops: frozenset[types.CodeType]) 
     kinds.reverse()  # outermost first, innermost last, as decide() expects
     kinds.append(site)
     return decide(kinds, default=A.CPU)
+
+
+def device_wait(frame: types.FrameType | None, stops: frozenset[types.CodeType]) -> bool:
+    """Whether a thread whose innermost frame is ``frame`` is waiting for a device: a frame of
+    ``DEVICE_WAITS`` on its stack (up to its span's wrapper), or its innermost frame calling one
+    of ``DEVICE_WAIT_CALLEES`` while a device runtime is initialised."""
+    if frame is None:
+        return False
+    cur: types.FrameType | None = frame
+    depth = 0
+    while cur is not None and depth < MAX_FRAMES:
+        code = cur.f_code
+        if code in stops:
+            break
+        hit = _device_codes.get(code)
+        if hit is None:
+            module = str(cur.f_globals.get("__name__") or "")
+            hit = (module, getattr(code, "co_qualname", code.co_name)) in DEVICE_WAITS
+            if len(_device_codes) < 100_000:
+                _device_codes[code] = hit
+        if hit:
+            return True
+        cur = cur.f_back
+        depth += 1
+    key = (frame.f_code, frame.f_lasti)
+    site = _device_sites.get(key)
+    if site is None:
+        site = _call_site_callee(frame.f_code, frame.f_lasti) in DEVICE_WAIT_CALLEES
+        if len(_device_sites) < 100_000:
+            _device_sites[key] = site
+    return site and _device_runtime()
+
+
+def _call_site_callee(code: types.CodeType, lasti: int) -> str:
+    try:
+        text = _site_text(code, lasti)
+    except Exception:
+        return ""
+    if not text or "(" not in text:
+        return ""
+    return text.split("(", 1)[0].strip().rsplit(".", 1)[-1]
+
+
+def _device_runtime() -> bool:
+    """A device runtime initialised in this process (read, never imported: no CUDA import)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        try:
+            if torch.cuda.is_initialized():
+                return True
+        except Exception:
+            pass
+    return any(name in sys.modules for name in _DEVICE_MODULES[1:])

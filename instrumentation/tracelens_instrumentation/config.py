@@ -29,7 +29,7 @@ from typing import Any, Final
 
 from opentelemetry import trace as otel_trace
 
-from tracelens_instrumentation import _runtime, stacks
+from tracelens_instrumentation import _runtime, gpu, stacks
 
 HTTP: Final = "http/protobuf"
 GRPC: Final = "grpc"
@@ -49,6 +49,7 @@ def configure(
     file: str | os.PathLike[str] | None = None,
     sample_rate: float = 1.0,
     profile: bool | None = None,
+    gpu_fraction: float | None = None,
 ) -> None:
     """Send the spans of ``@trace`` (and of any OpenTelemetry instrumentation) somewhere.
 
@@ -59,9 +60,17 @@ def configure(
     the fraction of traces kept, decided at the root and followed by children.  ``profile``:
     record which code a measured span ran on the CPU (``tracelens.cpu_stacks``, see
     ``stacks.py``); None keeps the current setting (``TRACELENS_PROFILE``, else the default).
+    ``gpu_fraction``: the fraction of traces whose GPU activity is recorded with CUPTI when a
+    CUDA runtime is in use (``gpu.py``; decided from the trace id at the root); None keeps the
+    current setting (``TRACELENS_GPU_FRACTION``, else ``gpu.DEFAULT_FRACTION``).
     """
     if profile is not None:
         stacks.ENABLED[0] = bool(profile)
+    if gpu_fraction is not None:
+        try:
+            gpu.set_fraction(gpu_fraction)
+        except (TypeError, ValueError):
+            _runtime.log.warning("tracelens: gpu_fraction %r is not a number", gpu_fraction)
     try:
         _configure(service_name, endpoint, protocol, file, sample_rate)
     except Exception:
@@ -76,6 +85,7 @@ def flush(timeout_s: float = 30.0) -> bool:
     helper thread and this returns when it is done or the time is up, whichever comes first.
     """
     try:
+        gpu.flush()  # the spans held for their device records end first
         provider = otel_trace.get_tracer_provider()
         force_flush = getattr(provider, "force_flush", None)
         if force_flush is None:
@@ -307,6 +317,7 @@ def _register_exit_flush() -> None:
 
 
 def _shutdown_ours() -> None:
+    gpu.flush()  # spans held for their device records end before the exporters stop
     for processor in list(_processors):
         try:
             processor.shutdown()

@@ -313,6 +313,38 @@ REUSE_NS: Final = 20_000  # a CPU clock reading younger than this is carried for
 # The latest real CPU clock reading of any thread: (thread ident, wall clock, CPU clock).
 _recent: list[tuple[int, int, int]] = [(0, 0, 0)]
 
+# Device waits the sampler saw per record (``classify.device_wait``): [on-CPU ns, off-CPU ns].
+# Read (and emptied) by ``_call.end`` through ``device_split``; empty unless a device is waited
+# for, so the hot path only tests it for truth.
+device_waits: dict[Any, list[int]] = {}
+
+
+def device_split(
+    kind: str, io: int, wait: int, self_wall: int, on: int, off: int
+) -> tuple[str, int, int]:
+    """(kind, wait_ns, gpu_wait_ns) once the sampler saw the span wait for a device: ``on``
+    (spinning, on-CPU) leaves the CPU side, ``off`` (blocked) leaves the wait it was split as;
+    the kind is the largest of the CPU side, io, wait and gpu (ties: cpu, io, wait, gpu)."""
+    off = min(off, wait)
+    wait -= off
+    gpu = on + off
+    if gpu > self_wall:
+        gpu = self_wall
+    cpu_side = self_wall - io - wait - gpu
+    if cpu_side < 0:
+        cpu_side = 0
+    best = max(cpu_side, io, wait, gpu)
+    if best == cpu_side:
+        kind = _CPU
+    elif best == io:
+        kind = A.IO
+    elif best == wait:
+        kind = _WAIT
+    else:
+        kind = A.GPU
+    return kind, wait, gpu
+
+
 # Set by the sampler module: whether it is parked, and how to wake it (kept here so that the
 # hot path reads a list cell instead of importing the sampler).
 _parked: list[bool] = [False]

@@ -29,11 +29,14 @@ import time
 import types
 from typing import Final
 
-from tracelens_instrumentation import classify, measure, stacks
+from tracelens_instrumentation import attributes as A
+from tracelens_instrumentation import classify, gpu, measure, stacks
 
 INTERVAL_S: Final = max(0.001, float(os.environ.get("TRACELENS_SAMPLE_INTERVAL_MS", "5")) / 1000)
+INTERVAL_NS: Final = int(INTERVAL_S * 1e9)
 PARK_AFTER_NS: Final = 1_000_000_000
 MIN_OFF_NS: Final = 100_000
+MAX_THREADS: Final = 256  # Python threads whose clocks bound a GIL wait
 MIN_ON_NS: Final = 1  # any CPU used: dropping short intervals would bias the stacks (load)
 profiling = stacks.ENABLED  # configure(profile=...) sets it
 
@@ -74,12 +77,18 @@ def _run() -> None:
     _event.clear()
     idle_since: int | None = None
     while True:
+        slept = measure.perf()
         time.sleep(INTERVAL_S)
         try:
-            busy = tick()
+            # beyond the sleep: mostly waiting for the GIL, held by a thread that was running
+            late = measure.perf() - slept - INTERVAL_NS
+            busy = tick(late if late > 0 else 0)
         except Exception:  # never let a sampling bug kill the thread or reach the app
             busy = False
         now = time.monotonic_ns()
+        if busy and gpu.STATE["status"] == "idle":
+            with contextlib.suppress(Exception):
+                gpu.detect(now)  # a CUDA runtime came into use: start the collector
         if busy:
             idle_since = None
             continue
@@ -117,17 +126,73 @@ def _prune() -> None:
             measure.stacks.pop(thread, None)
 
 
-def tick() -> bool:
-    """One sampling round; False when no measured span was running."""
-    active = [(thread, stack[-1]) for thread, stack in list(measure.stacks.items()) if stack]
+def tick(late: int = 0) -> bool:
+    """One sampling round; False when no measured span was running.  ``late``: how long the
+    sampler waited beyond its sleep (for the GIL): see ``_weight``."""
+    active = [(thread, stack) for thread, stack in list(measure.stacks.items()) if stack]
     if not active:
         return False
     frames = sys._current_frames()
     now = measure.perf()
     stops = _frozen[0]
-    for thread, rec in active:
-        _sample(thread, rec, now, frames.get(thread), stops)
+    others = _OthersCpu()
+    for thread, stack in active:
+        _sample(thread, stack[-1], now, frames.get(thread), stops, others, stack, late)
+    others.keep()
+    if len(_carry) > 4096:
+        _carry.clear()
     return True
+
+
+class _OthersCpu:
+    """How long the process's other Python threads ran or were runnable since the previous
+    tick (CPU clock plus schedstat run delay, read lazily once per tick), so that off-CPU time
+    in plain Python code counts as waiting for the GIL only as far as that.  Why this bounds
+    it: the GIL's holder (or the thread it is being handed to) is running or waiting for a
+    core; a thread blocked in a call released it.  The sampler thread counts too: its ticks
+    take the GIL, and on a loaded machine waking it to take it is most of that wait."""
+
+    __slots__ = ("now",)
+
+    def __init__(self) -> None:
+        self.now: dict[int, int] | None = None
+
+    def used(self, target: int) -> int:
+        """Running or runnable ns of Python threads other than ``target`` (a kernel id) since
+        the last tick; a thread first seen counts with all of it (an upper bound)."""
+        now = self.now
+        if now is None:
+            now = self.now = _python_thread_cpu()
+        before = _prev_cpu
+        total = 0
+        for tid, cpu in now.items():
+            if tid != target:
+                total += cpu - before.get(tid, 0) if cpu >= before.get(tid, 0) else cpu
+        return total
+
+    def keep(self) -> None:
+        if self.now is not None:
+            _prev_cpu.clear()
+            _prev_cpu.update(self.now)
+        else:  # not read this tick: the next window starts now
+            _prev_cpu.clear()
+            _prev_cpu.update(_python_thread_cpu())
+
+
+_prev_cpu: dict[int, int] = {}  # kernel thread id -> its CPU clock at the previous tick
+
+
+def _python_thread_cpu() -> dict[int, int]:
+    """Kernel thread id -> CPU clock + run delay, for every Python thread."""
+    out: dict[int, int] = {}
+    for t in threading.enumerate()[:MAX_THREADS]:
+        tid = t.native_id
+        if tid is None:
+            continue
+        cpu = measure.other_thread_cpu(tid)
+        if cpu is not None:
+            out[tid] = cpu + (run_delay(tid) or 0)
+    return out
 
 
 def _sample(
@@ -136,12 +201,21 @@ def _sample(
     now: int,
     frame: types.FrameType | None,
     stops: frozenset[types.CodeType],
+    others: _OthersCpu | None = None,
+    stack: list[measure.Record] | None = None,
+    late: int = 0,
 ) -> None:
     if not rec.in_step:
         return
     cpu = measure.other_thread_cpu(rec.native)
     if cpu is None:
         return
+    if stack is not None and len(stack) > 1:
+        # the spans further out are covered by this one until now: their next interval
+        # starts here (else it would hold the child's time, judged by the parent's stack)
+        for outer in stack[:-1]:
+            if outer.in_step and outer.native == rec.native:
+                outer.samp_step, outer.samp_w, outer.samp_c = outer.step_no, now, cpu
     if rec.samp_step == rec.step_no:
         prev_w, prev_c = rec.samp_w, rec.samp_c
     else:
@@ -156,18 +230,62 @@ def _sample(
     if rec.open or frame is None:
         return
     used = cpu - prev_c
+    off = (now - prev_w) - used
+    if classify.device_wait(frame, stops):
+        # waiting for the device, spinning (on-CPU) or blocked: the device's time, and no CPU
+        # stack (a synchronize is not a CPU hotspot); the off-CPU part is split as a wait
+        seen = measure.device_waits.get(rec)
+        if seen is None:
+            if len(measure.device_waits) > 4096:
+                measure.device_waits.clear()
+            seen = measure.device_waits[rec] = [0, 0]
+        seen[0] += max(0, used)
+        if off >= MIN_OFF_NS:
+            seen[1] += off
+            rec.evidence(A.WAIT, off)
+        return
     if used >= MIN_ON_NS and profiling[0] and not rec.ended:
         # a stack that cannot be read is a sample lost, not the span's problem
         with contextlib.suppress(Exception):
-            stacks.record(rec, frame, used, stops)
+            stacks.record(rec, frame, _weight(rec, used, late), stops)
     if delay is not None and prev_delay is not None:
         # The kernel adds a wait for a CPU to the run delay only when the thread runs again,
         # so the delay and the off-CPU time it explains may fall in different intervals:
         # both are summed over the span and compared at its end (measure.Record.finish).
         rec.evidence(measure.RUN, min(now - prev_w, max(0, delay - prev_delay)))
-    off = (now - prev_w) - (cpu - prev_c)
     if off >= MIN_OFF_NS:
-        rec.evidence(classify.blocked_in(frame, stops), off)
+        kind = classify.blocked_in(frame, stops)
+        if kind == A.CPU:
+            # off-CPU in plain Python code: the GIL, as far as other Python threads ran in
+            # the window; the rest blocked in a call we cannot name (native code that
+            # released the GIL and waits): wait
+            gil = off if others is None else min(off, others.used(rec.native))
+            if gil > 0:
+                rec.evidence(A.CPU, gil)
+            if off - gil > 0:
+                rec.evidence(A.WAIT, off - gil)
+        else:
+            rec.evidence(kind, off)
+
+
+_carry: dict[object, int] = {}  # record -> CPU carried to its next sample (see _weight)
+
+
+def _weight(rec: object, used: int, late: int) -> int:
+    """The CPU a stack sample stands for.  The sampler asks for the GIL at times that do not
+    depend on what the thread runs, and the stack where the thread then yields it is what ran
+    at that moment (a C call holding the GIL yields right after it, in its Python caller).
+    But the CPU since the previous sample includes the wait for the GIL, which is long exactly
+    when the thread was in a long GIL-holding call: charging it to this sample over-weights
+    such calls (JSON encoding) and under-weights code that yields often (loops, generators).
+    So the wait's CPU is carried to the next sample: each weight then covers request to
+    request, independent of the stack it is given to; the totals are unchanged but for the
+    last wait of a span."""
+    carried = _carry.pop(rec, 0)
+    wait = late if late < used else used
+    if wait > 0 and not getattr(rec, "ended", False):
+        _carry[rec] = wait
+    return used - wait + carried
 
 
 def run_delay(tid: int) -> int | None:
