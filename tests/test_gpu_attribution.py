@@ -87,7 +87,7 @@ def test_external_correlation_wins_over_thread_and_time() -> None:
 
 
 def _recorded() -> tuple[list[Window], dict[int, str], list[DeviceOp], list[ApiCall], set[int]]:
-    summary = json.loads((FIXTURES / "h200_cupti.summary.json").read_text())
+    summary = json.loads((FIXTURES / "h200_cupti.summary.expected.json").read_text())
     (thread,) = (int(t) for t in summary["busy_ms_by_thread"])  # the one launching thread
     windows, names = [], {}
     for line in (FIXTURES / "h200_cupti.spans.jsonl").open():

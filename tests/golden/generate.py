@@ -28,8 +28,9 @@ from tracelens.api import analyze
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "outputs.json.gz"
-# (``.snapshot``: a real file refused on purpose, fixtures/README.md, tests/reliability)
-SKIP = ("README.md", "labels.json", ".expected.json", ".snapshot")
+# (``.snapshot``: a real file refused on purpose, fixtures/README.md, tests/reliability;
+# ``.tsv.gz``: the reduced CUPTI records of fixtures/gpu, device records, not spans)
+SKIP = ("README.md", "labels.json", ".expected.json", ".snapshot", ".tsv.gz")
 SYNTH = "bench/synth.py make_traces(200, seed=3), top 20"
 
 

@@ -118,7 +118,9 @@ def model_call() -> pl.Expr:
         A.GEN_AI_USAGE_PROMPT_TOKENS,
         A.GEN_AI_USAGE_COMPLETION_TOKENS,
     ) & ~op.fill_null("").is_in(["invoke_agent", "create_agent", "execute_tool"])
-    declared = pl.col("kind").str.to_lowercase() == A.GPU  # @trace(kind="gpu"): inference
+    # @trace(kind="gpu"): inference.  A kind the decorator *measured* gpu (a step waiting for
+    # the device, docs/attributes.md "GPU activity") carries tracelens.io_ns and is no model call.
+    declared = (pl.col("kind").str.to_lowercase() == A.GPU) & ~_has(A.IO_NS)
     return (
         is_vllm
         | declared.fill_null(False)
