@@ -97,6 +97,8 @@ def hops(
             "covered": fe.covered[c[k]],
             "text": fe.text_result[c[k]],
             "decision": fe.decision[c[k]],
+            "derived": fe.derived[c[k]],
+            "lock": fe.contended[c[k]],
             "model": fe.model[c[k]],
             "unknown_kind": unknown[k],
             "run": run[k],
@@ -423,6 +425,9 @@ def _name_deps(
     pop = h["pop"].to_numpy()[heads]
     last_pos = h["pos"].to_numpy()[np.append(heads[1:], h.height) - 1]
     instr = np.minimum.reduceat(h["instr"].to_numpy(), heads)
+    # A hop taking a computed value (a hash, a signature) is judged like one without
+    # fingerprints: only overlap or both orders seen across traces show it need not wait.
+    derived = np.maximum.reduceat(h["derived"].to_numpy(), heads)
     # A group never starts before a hop some earlier member depends on by fingerprints, so
     # nothing before that can matter to any later block either (positions grow through runs).
     floor = np.maximum.accumulate(np.maximum.reduceat(fps, heads) + 1)
@@ -452,7 +457,7 @@ def _name_deps(
         if d > _LOOKBACK:
             dep[j] = last_pos[i]  # looked far enough: assume the nearest unexplained one
             break
-        judged = ~(instr[i] & instr[j]) & (op[i] != op[j])
+        judged = (~(instr[i] & instr[j]) | derived[j]) & (op[i] != op[j])
         ji, ii = j[judged], i[judged]
         cand = _pair_hash(pop[ji], op[ii], op[ji])
         uniq, first_at = np.unique(cand, return_index=True)
@@ -580,6 +585,36 @@ def _chains(h: pl.DataFrame) -> np.ndarray:
     return chain
 
 
+def _contention(
+    h: pl.DataFrame, gs: np.ndarray, chain: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hops of one group that wait on the same lock, semaphore, rate limit or pool (a child
+    span says so, ``Features.contended``) cannot overlap while they hold it: each stays after
+    the previous one, so the replay serialises them and the saving is what the others can
+    overlap.  Returns the chain with those links and, per hop, whether it is contended."""
+    lock = h["lock"].to_numpy()
+    run = h["run"].to_numpy()
+    pos = h["pos"].to_numpy()
+    held = np.flatnonzero(lock != 0)
+    contended = np.zeros(h.height, dtype=bool)
+    if len(held) == 0:
+        return chain, contended
+    with np.errstate(over="ignore"):
+        ident = (lock[held] * MIX1 + run[held].astype(np.uint64)) * MIX2 + gs[held].astype(
+            np.uint64
+        )
+    order = np.lexsort((pos[held], ident))
+    o = held[order]
+    same = ident[order][1:] == ident[order][:-1]
+    later, earlier = o[1:][same], o[:-1][same]
+    contended[later] = True
+    contended[earlier] = True
+    free = chain[later] < 0
+    chain = chain.copy()
+    chain[later[free]] = pos[earlier[free]]
+    return chain, contended
+
+
 def groups(
     tl: Timeline, fe: Features, spans: pl.DataFrame, fixed: np.ndarray | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -605,9 +640,11 @@ def groups(
     h = h.with_columns(pl.Series("recorded", recorded))
     chain = _chains(h)
     chain = np.where(chain >= gs, chain, -1)
+    chain, contended = _contention(h, gs, chain)
     h = h.with_columns(
         pl.Series("gs", gs),
         pl.Series("chain", chain).replace(-1, None),
+        pl.Series("contended", contended),
         pl.Series("chain_c", np.where(chain >= 0, tl.kids[np.maximum(chain, 0)], -1)).replace(
             -1, None
         ),
