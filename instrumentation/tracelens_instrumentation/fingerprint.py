@@ -447,9 +447,7 @@ def looks_derived(value: str) -> bool:
 
 def has_forms(value: str) -> bool:
     """Whether an argument string is split into parts (or marked derived) by ``arg_forms``."""
-    return len(value) <= MAX_BYTES and (
-        any(c in _STRUCTURE for c in value) or looks_derived(value)
-    )
+    return len(value) <= MAX_BYTES and (any(c in _STRUCTURE for c in value) or looks_derived(value))
 
 
 def _str_fp(value: str) -> str:
@@ -498,7 +496,7 @@ def arg_forms(value: str) -> list[str]:
         part = part.strip(_TOKEN_STRIP)
         if not part or part == value:
             continue
-        for form in (part, part.lower()):
+        for form in (part, part.lower(), *_decoded(part)):
             fp = _str_fp(form)
             if fp not in out:
                 out.append(fp)

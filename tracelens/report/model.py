@@ -320,8 +320,10 @@ def _text(v: str | float | bool) -> str:
 
 def findings(analysis: Analysis) -> dict[str, Any]:
     views = [finding_view(f) for f in analysis.findings[:TOP_FINDINGS]]
+    # The headline cards are changes worth making: no alternatives, notes or tiny savings.
+    top = [v for f, v in zip(analysis.findings, views, strict=False) if f.top_change]
     return {
-        "top": views[:HEADLINE_FINDINGS],
+        "top": top[:HEADLINE_FINDINGS],
         "rows": views,
         "hidden": max(len(analysis.findings) - TOP_FINDINGS, 0),
         "total": len(analysis.findings),

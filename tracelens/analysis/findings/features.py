@@ -138,6 +138,14 @@ _IDENTITY_KEY = (
     r"(?i)(tenant|user|session|conversation\.id|authorization|api[-_.]?key|cookie|x-org|org[-_.]id)"
 )
 _NOT_IDENTITY_KEY = r"(?i)(user[-_.]?agent|usage|user_cpu|\.user\.message|tracelens\.)"
+_REQUEST_HEADER = "http.request.header."
+# Request headers that carry transport, not scope: never part of a cache key.
+_NEUTRAL_HEADERS = (
+    r"(?i)\.(accept(-\w+)?|user-agent|content-(length|type|encoding)|traceparent|tracestate"
+    r"|baggage|host|connection|keep-alive|x-request-id|x-correlation-id|x-b3-\w+|b3"
+    r"|x-amzn-trace-id|x-forwarded-\w+|via|te|upgrade|pragma|cache-control|if-none-match"
+    r"|if-modified-since|referer|origin)$"
+)
 _READ_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 _READ_SQL = ("SELECT", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "WITH", "VALUES", "SEARCH")
 
@@ -197,6 +205,7 @@ class Features:
     resource: np.ndarray  # uint64 id of what it reads or writes (table, URL prefix), 0 unknown
     contended: np.ndarray  # uint64 id of a lock / semaphore / pool it waits on, 0 none
     derived: np.ndarray  # takes a value only computation makes (a hash, a signature)
+    has_arg_fps: np.ndarray  # per-argument fingerprints written (an empty list counts)
 
 
 class _Attrs:
@@ -306,6 +315,20 @@ def _own_keys(attrs: _Attrs, spans: pl.DataFrame) -> tuple[np.ndarray, np.ndarra
     # A URL holds the whole request only for reads; a POST's arguments are in its body.
     body = method.filter(~pl.col("value").str.to_uppercase().is_in(list(_READ_METHODS)))
     read = url.join(body, on="_i", how="anti")
+    # A recorded request header that is not known to be transport-only (a workspace, a
+    # tenant, a locale, a feature switch) may scope the answer: it is part of the key.
+    headers = [
+        k
+        for k in attrs.long["key"].unique().to_list()
+        if k.startswith(_REQUEST_HEADER) and not re.search(_NEUTRAL_HEADERS, k)
+    ]
+    if headers and read.height:
+        rows = np.zeros(n, dtype=bool)
+        rows[read["_i"].to_numpy()] = True
+        scoped = attrs.joined(headers, rows).rename({"value": "_h"})
+        read = read.join(scoped, on="_i", how="left", maintain_order="left").select(
+            "_i", (pl.col("value") + "|" + pl.col("_h").fill_null("")).alias("value")
+        )
     put(read["_i"].to_numpy(), "u:" + read["value"], 3)
     put(url.join(body, on="_i", how="semi")["_i"].to_numpy(), None, 3)
     noise = re.compile(_NOISE_KEYS)
@@ -635,6 +658,7 @@ def features(spans: pl.DataFrame) -> Features:
         resource=_resource(attrs, spans),
         contended=_contended(spans),
         derived=marks["derived"].to_numpy(),
+        has_arg_fps=spans["arg_fps"].is_not_null().to_numpy(),
     )
 
 

@@ -97,7 +97,9 @@ def hops(
             "covered": fe.covered[c[k]],
             "text": fe.text_result[c[k]],
             "decision": fe.decision[c[k]],
-            "derived": fe.derived[c[k]],
+            # Fingerprints that cannot show independence: a computed value (a hash, a
+            # signature) among the arguments, or no per-argument fingerprints at all.
+            "blind": (fe.derived | (fe.instrumented & ~fe.has_arg_fps))[c[k]],
             "lock": fe.contended[c[k]],
             "model": fe.model[c[k]],
             "unknown_kind": unknown[k],
@@ -204,9 +206,14 @@ def _fps_deps(h: pl.DataFrame, fx: _Fps) -> np.ndarray:
     # A boolean answer about a resource (may the user see this document? is this file clean?)
     # gates what is done with it next, whatever the asking call is.
     reads = (h["ro"].to_numpy() & ~h["decision"].to_numpy())[fx.arg_k]
-    i_k = np.concatenate([fx.res_k[~echo], fx.arg_k[~reads]])
-    i_v = np.concatenate([fx.res_v[~echo], fx.arg_v[~reads]])
-    found = _latest_before(fx.arg_k, fx.arg_v, i_k, i_v, run, pos)
+    # Data flow.  A value the parent already had when it started (one of its own arguments, or
+    # a part of one) needs no earlier sibling's result, whatever else returned it too.
+    given = np.isin(_hop_value(fx.arg_k, fx.arg_v), _hop_value(fx.par_k, fx.par_v))
+    q_k, q_v = fx.arg_k[~given], fx.arg_v[~given]
+    found = _latest_before(q_k, q_v, fx.res_k[~echo], fx.res_v[~echo], run, pos)
+    np.maximum.at(dep, q_k, found)
+    # Shared resource: whoever passed the value, an earlier hop that may change it comes first.
+    found = _latest_before(fx.arg_k, fx.arg_v, fx.arg_k[~reads], fx.arg_v[~reads], run, pos)
     np.maximum.at(dep, fx.arg_k, found)
     return dep
 
@@ -425,9 +432,10 @@ def _name_deps(
     pop = h["pop"].to_numpy()[heads]
     last_pos = h["pos"].to_numpy()[np.append(heads[1:], h.height) - 1]
     instr = np.minimum.reduceat(h["instr"].to_numpy(), heads)
-    # A hop taking a computed value (a hash, a signature) is judged like one without
-    # fingerprints: only overlap or both orders seen across traces show it need not wait.
-    derived = np.maximum.reduceat(h["derived"].to_numpy(), heads)
+    # A hop taking a computed value (a hash, a signature), or one whose arguments were not
+    # fingerprinted one by one (``args_hash`` alone), is judged like one without fingerprints:
+    # only overlap or both orders seen across traces show it need not wait.
+    blind = np.maximum.reduceat(h["blind"].to_numpy(), heads)
     # A group never starts before a hop some earlier member depends on by fingerprints, so
     # nothing before that can matter to any later block either (positions grow through runs).
     floor = np.maximum.accumulate(np.maximum.reduceat(fps, heads) + 1)
@@ -457,7 +465,7 @@ def _name_deps(
         if d > _LOOKBACK:
             dep[j] = last_pos[i]  # looked far enough: assume the nearest unexplained one
             break
-        judged = (~(instr[i] & instr[j]) | derived[j]) & (op[i] != op[j])
+        judged = (~(instr[i] & instr[j]) | blind[j]) & (op[i] != op[j])
         ji, ii = j[judged], i[judged]
         cand = _pair_hash(pop[ji], op[ii], op[ji])
         uniq, first_at = np.unique(cand, return_index=True)
@@ -626,7 +634,7 @@ def groups(
     # Whether every argument predates the run matters only next to a model call or a text
     # result; without either, skip the check (as if explained: nothing uses it then).
     needs = bool((h["model"] | (h["instr"] & h["text"])).any())
-    fx = _exploded(h, spans, parents=needs)
+    fx = _exploded(h, spans, parents=True)
     explained = _explained(h, fx) if needs else np.ones(h.height, dtype=bool)
     h = h.with_columns(pl.Series("explained", explained))
     fps = np.maximum(np.maximum(_fps_deps(h, fx), _paged_deps(h)), _model_deps(h))
