@@ -500,7 +500,7 @@ def arg_forms(value: str) -> list[str]:
             fp = _str_fp(form)
             if fp not in out:
                 out.append(fp)
-            if part.isdigit() and len(part) <= 18:
+            if part.isascii() and part.isdigit() and len(part) <= 18:
                 out.append(short(_digest(_enc_int(int(part)))))
         if looks_derived(part) and DERIVED_FP not in out:
             out.append(DERIVED_FP)
@@ -589,7 +589,7 @@ def text_fps(value: str, fps: tuple[str, ...]) -> tuple[str, ...]:
             if form == value:
                 continue
             found.append(_str_fp(form))
-            if form.isdigit() and len(form) <= 18:  # "user 42" feeds f(42) as well as f("42")
+            if form.isascii() and form.isdigit() and len(form) <= 18:  # "user 42": f(42), f("42")
                 found.append(short(_digest(_enc_int(int(form)))))
         for fp in found:
             if fp not in seen:
