@@ -4890,6 +4890,11 @@ structure), so any finding can be scored.
   arguments (a cache would never hit).
 * **polling**: the same read repeated inside one trace with a sleep or wait between, waiting for
   its result to change: its own finding, never cacheable.
+* **harmful** (on a `dependent` pair or loop, or a `not_cacheable` operation; issue 25):
+  acting on a parallelizable or cacheable finding there does damage, not just wastes effort:
+  `state-changing` (a write, a context switch, an order placed, a write between repeats),
+  `tenant-keyed` (one caller's data served to another), `volatile` (the clock, a nonce),
+  `consumed` (a queue pop).  No such finding may cover it at any confidence.
 * **saving_ms**: the range a correct replay's p50 saving must fall in (parent work kept).
 * **expect_one_finding**: one pattern seen in both orders must be one finding.
 
@@ -4901,8 +4906,38 @@ independent under its parent; unlabelled counts as wrong); recall of independent
 of cacheable operations and of polling operations is at least 80% at any confidence; nothing
 labelled `not_cacheable` or `polling` is offered as `cacheable` at any confidence; the labelled
 confidence caps and hit caps hold; the both-orders cases give one finding; the parent-work case's
-saving is in range; every false-positive class of the issue has a case (pattern tags).
+saving is in range; every false-positive class of the issue has a case (pattern tags); no
+parallelizable or cacheable finding at any confidence covers a label marked `harmful`; every
+high-confidence finding saves something.
 `python tests/test_verdicts.py` prints what the analyzer says for every case next to the label.
+
+## Round two (issue 25)
+
+Issue 25 added a case for each class it named: values that flow transformed (a base64 secret
+sent decoded in a `Bearer` header, an id in a URL path, a hash over a fetched nonce, an id in a
+JSON string field, a tool that returns nothing and changes state), `args_hash` without
+`arg_fps`, state changes the old verb list missed (`unzip`, `place_order`, a GraphQL mutation
+under one operation name), a shared semaphore, and caches that must never serve (a tenant
+header, a write between repeats, a quota count between inserts, the current time,
+`pg_notify`, a queue pop).  It re-checked four labels, with the reasoning written next to each:
+`repeats_within_trace_60s_between_traces` (now not cacheable: the re-read at publish time is
+there to be fresh), `cacheable_schema_lookup` (the per-name pair still holds through the
+transitive link), `independent_common_values` (`page=1` is a first page, not a dependency),
+`cacheable_embedding` (cacheable at most medium: the key must hold the model revision).
+
+**Held out.**  The ten `held_*` cases were written after the round-two rules were in place, as
+variants of the classes (a hex-encoded token, a URL-encoded title, independent reads whose URLs
+share words, a dequeue tool with identical answers, a workspace header, a one-connection pool,
+DELETE then GET, `setval`, a GraphQL mutation known only from its document, a true cacheable
+reference list) and checked once, honestly: nine came out right; `held_workspace_header_get`
+did not (a cacheable-low finding: the identity rule named tenant/user/session keys, and an
+`x-workspace-id` header is none of them).  The rule was then generalised, not special-cased: a
+read's recorded request headers that are not transport-only are part of its key.  That case
+no longer counts as held out.  Two other changes came after the held-out cases were written,
+prompted by tuned cases (`cacheable_schema_lookup`, `args_hash_without_arg_fps`): a value the
+parent already had links no sibling by data flow, and a hop with `args_hash` but no `arg_fps`
+is judged like one without fingerprints; the held-out cases were re-checked after them and
+stayed right.
 
 ## The cases
 """
