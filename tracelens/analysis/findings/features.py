@@ -728,12 +728,17 @@ def _resource(attrs: _Attrs, spans: pl.DataFrame) -> np.ndarray:
 _CONTENTION_RE = re.compile(_CONTENTION_WORDS)
 
 
+def is_lock(names: pl.Series) -> np.ndarray:
+    """Spans that wait on a lock, semaphore, slot, rate limit or pool (by name)."""
+    return _which(names, lambda v: _CONTENTION_RE.search(_CAMEL_RE.sub(r"\1_\2", v)) is not None)
+
+
 def _contended(spans: pl.DataFrame) -> np.ndarray:
     """Per span: the id of a lock, semaphore, rate limit or pool one of its direct children
     waits on (its name says so: ``acquire_domain_slot``, ``pool.wait``), else 0.  Spans that
     wait on the same one (same service and name) share it."""
     names = spans["name"]
-    lock = _which(names, lambda v: _CONTENTION_RE.search(_CAMEL_RE.sub(r"\1_\2", v)) is not None)
+    lock = is_lock(names)
     out = np.zeros(spans.height, dtype=np.uint64)
     parent = spans["_parent"].to_numpy()
     rows = np.flatnonzero(lock & (parent >= 0))

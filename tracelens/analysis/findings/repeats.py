@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from tracelens.analysis.findings.candidate import Candidate, Evidence, count
-from tracelens.analysis.findings.features import KEY_SOURCES, MIX1, Features
+from tracelens.analysis.findings.features import KEY_SOURCES, MIX1, Features, is_lock
 from tracelens.analysis.findings.finding import CacheDetails, Confidence, FindingType
 from tracelens.analysis.findings.replay import Change
 from tracelens.analysis.findings.timeline import Timeline, below
@@ -606,8 +606,9 @@ def _fill_of(rows: np.ndarray, first: np.ndarray, hits: np.ndarray) -> np.ndarra
 def repeated_write_candidates(
     tl: Timeline, fe: Features, spans: pl.DataFrame, retry: np.ndarray
 ) -> list[Candidate]:
-    """Calls that change state, made again with the same arguments in the same trace."""
-    writes = np.flatnonzero(fe.has_key & (fe.write >= 0))
+    """Calls that change state, made again with the same arguments in the same trace (a lock
+    or semaphore taken again is a wait, not a write)."""
+    writes = np.flatnonzero(fe.has_key & (fe.write >= 0) & ~is_lock(spans["name"]))
     pv = _previous(tl, fe, writes, same_trace=True)
     dup = (pv.prev >= 0) & ~retry[pv.rows]
     rows = pv.rows[dup]
