@@ -389,19 +389,24 @@ def _written_between(tl: Timeline, fe: Features, fills: np.ndarray, hits: np.nda
             own = tl.trace[rows].astype(np.uint64) * MIX1 + np.uint64(0x5EED)
         return np.where(fe.resource[rows] != 0, fe.resource[rows], own)
 
-    wk, ws = where(writes), tl.start[writes].astype(np.float64)
-    order = np.lexsort((ws, wk))
-    wk, ws = wk[order], ws[order]
-    hk = where(hits)
-    lo = np.searchsorted(wk, hk, "left")
-    hi = np.searchsorted(wk, hk, "right")
-    after = tl.end[fills].astype(np.float64)
-    before = tl.start[hits].astype(np.float64)
-    for k in np.flatnonzero(hi > lo):
-        at = lo[k] + np.searchsorted(ws[lo[k] : hi[k]], after[k], "left")
-        if at < hi[k] and ws[at] < before[k]:
-            return True
-    return False
+    # For each hit, the first write of its resource at or after the filling call ended (an
+    # as-of join per resource): a write between when it started before the hit.
+    w = pl.DataFrame({"k": where(writes), "t": tl.start[writes].astype(np.int64)}).sort("k", "t")
+    q = pl.DataFrame(
+        {
+            "k": where(hits),
+            "t": tl.end[fills].astype(np.int64),
+            "before": tl.start[hits].astype(np.int64),
+        }
+    ).sort("k", "t")
+    got = q.join_asof(
+        w.with_columns(pl.col("t").alias("w")),
+        on="t",
+        by="k",
+        strategy="forward",
+        check_sortedness=False,  # sorted by (k, t) above: sorted within every k
+    )
+    return bool((got["w"] < got["before"]).fill_null(False).any())
 
 
 def _never_cached(tl: Timeline, fe: Features, fills: np.ndarray, hits: np.ndarray) -> bool:
