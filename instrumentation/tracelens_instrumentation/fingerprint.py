@@ -47,10 +47,13 @@ from __future__ import annotations
 import json
 import re
 import struct
+from base64 import b64decode, urlsafe_b64decode
+from binascii import Error as B64Error
 from collections import deque
 from collections.abc import Sequence
 from hashlib import blake2b
 from typing import Any, Final
+from urllib.parse import unquote_plus
 
 from tracelens_instrumentation import _native
 
@@ -457,10 +460,6 @@ def _str_fp(value: str) -> str:
 def _decoded(token: str) -> list[str]:
     """The forms a token may be the encoding of: URL-decoded, base64- and hex-decoded (when
     that gives printable text), and its lower / upper / capitalised cases."""
-    from base64 import b64decode, urlsafe_b64decode
-    from binascii import Error as B64Error
-    from urllib.parse import unquote_plus
-
     out: list[str] = []
     if "%" in token or "+" in token:
         out.append(unquote_plus(token))
@@ -496,7 +495,9 @@ def arg_forms(value: str) -> list[str]:
         part = part.strip(_TOKEN_STRIP)
         if not part or part == value:
             continue
-        for form in (part, part.lower(), *_decoded(part)):
+        # (The result side adds every case and decoding of its tokens: here, two forms do.)
+        plain = unquote_plus(part) if ("%" in part or "+" in part) else part
+        for form in dict.fromkeys((part, plain, plain.lower())):  # ordered: stable lists
             fp = _str_fp(form)
             if fp not in out:
                 out.append(fp)
@@ -512,7 +513,7 @@ def arg_forms(value: str) -> list[str]:
 def _token_forms(token: str) -> list[str]:
     """A result token's parts (split at separators) and their decoded / re-cased forms."""
     found: list[str] = []
-    for part in {token, *(p for p in _PARTS_RE.split(token) if p)}:
+    for part in dict.fromkeys((token, *(p for p in _PARTS_RE.split(token) if p))):
         part = part.strip(_TOKEN_STRIP)
         if not part:
             continue

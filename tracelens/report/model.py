@@ -287,6 +287,10 @@ def facts(f: Finding) -> list[tuple[str, str]]:
         ("parent_service", f.parent_service if f.parent is not None else None),
         ("total_saving_ms", f.total_saving_ms),
         ("traces_on_critical_path", f.traces_on_critical_path),
+        (
+            "alternative_to",
+            None if f.alternative_to is None else f"finding #{f.alternative_to + 1}",
+        ),
     ]
     d = f.details
     if isinstance(d, ParallelDetails):
