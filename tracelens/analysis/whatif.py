@@ -428,7 +428,12 @@ def _why_nothing(m: _Model, what: WhatIf) -> str:
             )
         if what.kind == "cap_output":
             return f"no model call produced more than {what.value:g} output tokens"
-        return "the fitted model calls have no prefill time to cut"
+        statuses = sorted({f.status for f in m.fits.values() if f.status != "too_few_calls"})
+        return (
+            "no input-token cost measured: the per-token fit gives the model calls no prefill "
+            f"time per token (fit status: {', '.join(statuses) or 'none'}; input lengths that "
+            "vary less than 2x cannot show it), so cutting input saves nothing the traces show"
+        )
     if what.kind == "co_locate":
         return (
             "no transfer measured: no CLIENT span calls a traced SERVER span, so the time on "

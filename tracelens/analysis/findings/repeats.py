@@ -377,26 +377,30 @@ def _best_ttl(
 
 
 def _written_between(tl: Timeline, fe: Features, fills: np.ndarray, hits: np.ndarray) -> bool:
-    """Whether a call that changes state touched the hit's resource between the call that
-    filled the entry and the hit: the same table, URL prefix or schema anywhere, or, where the
-    resource is unknown, anything in the same trace (GET cart, POST item, GET cart)."""
+    """Whether a call that changes state may have touched what the hit reads between the call
+    that filled the entry and the hit: a write to the same resource (table, URL prefix, GraphQL
+    schema) anywhere, or a write whose resource is unknown in the hit's own trace (it may have
+    touched anything there: GET cart, POST item, GET cart)."""
     writes = np.flatnonzero(fe.write >= 0)
     if len(writes) == 0 or len(hits) == 0:
         return False
-
-    def where(rows: np.ndarray) -> np.ndarray:
-        with np.errstate(over="ignore"):
-            own = tl.trace[rows].astype(np.uint64) * MIX1 + np.uint64(0x5EED)
-        return np.where(fe.resource[rows] != 0, fe.resource[rows], own)
-
-    # For each hit, the first write of its resource at or after the filling call ended (an
-    # as-of join per resource): a write between when it started before the hit.
-    w = pl.DataFrame({"k": where(writes), "t": tl.start[writes].astype(np.int64)}).sort("k", "t")
+    with np.errstate(over="ignore"):
+        w_trace = tl.trace[writes].astype(np.uint64) * MIX1 + np.uint64(0x5EED)
+        h_trace = tl.trace[hits].astype(np.uint64) * MIX1 + np.uint64(0x5EED)
+    w_res = fe.resource[writes]
+    h_res = fe.resource[hits]
+    known = h_res != 0
+    # For each hit, the first write of its key at or after the filling call ended (an as-of
+    # join per key): a write between when it started before the hit.
+    w = pl.DataFrame(
+        {"k": np.where(w_res != 0, w_res, w_trace), "t": tl.start[writes].astype(np.int64)}
+    ).sort("k", "t")
+    after, before = tl.end[fills].astype(np.int64), tl.start[hits].astype(np.int64)
     q = pl.DataFrame(
         {
-            "k": where(hits),
-            "t": tl.end[fills].astype(np.int64),
-            "before": tl.start[hits].astype(np.int64),
+            "k": np.concatenate([h_res[known], h_trace]),
+            "t": np.concatenate([after[known], after]),
+            "before": np.concatenate([before[known], before]),
         }
     ).sort("k", "t")
     got = q.join_asof(
