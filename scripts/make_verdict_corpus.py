@@ -19,6 +19,7 @@ cases); the decorator cases carry real, measured timings.
 
     python scripts/make_verdict_corpus.py            # all cases (about a minute)
     python scripts/make_verdict_corpus.py CASE ...   # only these
+    python scripts/make_verdict_corpus.py --labels   # only labels.json and docs/verdicts.md
 """
 
 from __future__ import annotations
@@ -77,9 +78,11 @@ class Case:
         return doc
 
 
-def dep(parent: str, a: str, b: str | None, why: str) -> Label:
+def dep(parent: str, a: str, b: str | None, why: str, **extra: Any) -> Label:
+    """``harmful=...``: running them together would do damage (state-changing, consumed...):
+    no parallelizable finding at any confidence may cover the pair."""
     names = [a] if b is None else [a, b]
-    return {"parent": parent, "names": names, "truth": "dependent", "why": why}
+    return {"parent": parent, "names": names, "truth": "dependent", "why": why, **extra}
 
 
 def ind(parent: str, a: str, b: str | None, why: str) -> Label:
@@ -91,8 +94,10 @@ def cache(name: str, truth: str, why: str, **extra: Any) -> Label:
     return {"name": name, "truth": truth, "why": why, **extra}
 
 
-def nc(name: str, why: str) -> Label:
-    return cache(name, "not_cacheable", why)
+def nc(name: str, why: str, **extra: Any) -> Label:
+    """``harmful=...``: a cache would do damage (state-changing, tenant-keyed, volatile,
+    consumed): no cacheable finding at any confidence."""
+    return cache(name, "not_cacheable", why, **extra)
 
 
 ROOT_NC = "one call per trace, each trace a different request: nothing repeats"
@@ -980,7 +985,13 @@ def polling_job_status_instrumented() -> None:
             "validate_query",
             "fetch_schema",
             "explain_query",
-            "EXPLAIN takes the SQL, not the schema; the two results are compared afterwards",
+            "EXPLAIN takes the SQL, not the schema; the two results are compared afterwards. "
+            "Re-checked (issue 25): the pair label is per name, so it must also hold for the "
+            "transitive link: the SQL explain_query takes was drafted from the *first* "
+            "fetch_schema (under plan_query), a different span that has ended before "
+            "validate_query starts; the second fetch_schema feeds nothing explain_query takes. "
+            "Independent stands. Caching that second fetch and starting it with EXPLAIN touch "
+            "the same span, so they are alternatives, not additive savings",
         ),
     ],
     [
@@ -1157,7 +1168,11 @@ def cacheable_tax_rate_sqlite() -> None:
             "embed",
             "cacheable",
             "the same routing instructions are embedded in every "
-            "trace with the same deterministic model: identical input, identical vector",
+            "trace with the same deterministic model: identical input, identical vector. "
+            "Re-checked (issue 25): safe only if the key includes the model revision (a new "
+            "embedding model gives other vectors for the same text); the traces record no "
+            "revision, so the text alone is not a key a careful engineer signs: at most medium",
+            max_confidence="medium",
         ),
         nc("nearest_route", "different vectors every trace"),
     ],
@@ -1749,7 +1764,11 @@ def write_then_read_file() -> None:
             "build_dashboard",
             "count_unread",
             "list_alerts",
-            "the count (often 1) is not the page number 1 passed to list_alerts",
+            "the count (often 1) is not the page number 1 passed to list_alerts. Re-checked "
+            "(issue 25): page=1 is exactly the pagination trigger, but a pagination dependency "
+            "is between pages of one listing (page 2 needs page 1's answer); list_alerts is "
+            "called once per trace with the constant page=1, the first page, which needs "
+            "nothing from count_unread or anything else: independent stands",
         ),
         dep("build_dashboard", "get_feature_flag", "render_dashboard", "renders with the flag"),
         dep("build_dashboard", "count_unread", "render_dashboard", "renders the count"),
@@ -3510,7 +3529,7 @@ def repeats_60s_apart_changing() -> None:
 
 @case(
     "repeats_within_trace_60s_between_traces",
-    ["cacheable", "ttl", "changing_results"],
+    ["ttl", "changing_results"],
     "otel",
     [
         dep(
@@ -3529,13 +3548,13 @@ def repeats_60s_apart_changing() -> None:
     ],
     [
         nc("render_page", ROOT_NC),
-        cache(
+        nc(
             "execute_tool get_feature_flags",
-            "cacheable",
-            "twice per trace, 3 s apart (the second re-read when publishing), with identical "
-            "results: a cache with a TTL under 30 s serves the second call; the traces are "
-            "60 s apart and the flags change every 30 s, so no call is served across traces",
-            max_hits_per_trace=1,
+            "re-checked (issue 25), was cacheable with one hit per trace: the second read is "
+            "made inside publish, on purpose, to publish with the flags as they are at publish "
+            "time; the flags change every 30 s, so a value cached 3 s earlier is stale one "
+            "time in ten, and serving it changes what is published. The identical results in "
+            "these five traces are luck, not a guarantee: not cacheable",
         ),
         nc("render_template", "different pages"),
         nc("publish", "different pages"),
@@ -3544,9 +3563,9 @@ def repeats_60s_apart_changing() -> None:
 def repeats_within_trace_60s_between_traces() -> None:
     """Each trace reads the feature flags twice, 3 s apart (the second time when publishing, in
     a child span), with identical results; traces are 60 s apart and the flags change every 30
-    s.  A cache with a TTL under 30 s serves the second read of each trace and nothing across
-    traces: cacheable, but at most one hit per trace (max_hits_per_trace: 1) — counting the 60 s
-    repeats as saved would promise hits that cannot happen.
+    s.  Issue 12 labelled it cacheable with one hit per trace; issue 25 re-checked it: the
+    re-read at publish time exists to publish with fresh flags, so it is not cacheable (see the
+    label).  Counting the 60 s repeats as hits would be wrong either way.
     """
 
     def build(rng: random.Random) -> list[tuple[float, Node]]:
@@ -3697,6 +3716,1120 @@ def cacheable_sql_select_unrecorded() -> None:
     otel_case("cacheable_sql_select_unrecorded", build)
 
 
+# --- issue 25: values that flow transformed, effects no verb list names, unsafe caches --------
+
+SECRETS = ["s3cr3t-alpha-7", "s3cr3t-bravo-9", "s3cr3t-charl-2", "s3cr3t-delta-4"]
+
+
+@case(
+    "bearer_base64_secret",
+    ["dependent", "transformed_flow", "base64"],
+    "decorator",
+    [
+        dep(
+            "sync_account",
+            "get_secret",
+            "call_api",
+            "call_api's authorization header carries the secret get_secret returned, "
+            "base64-decoded",
+        ),
+    ],
+    [
+        nc("sync_account", ROOT_NC),
+        nc("get_secret", "a different vault path every trace"),
+        nc("call_api", "a different secret every trace"),
+    ],
+)
+def bearer_base64_secret() -> None:
+    """get_secret(path) returns the secret base64-encoded (as a vault's HTTP API does); the agent
+    decodes it and calls the API with the header ``Bearer <secret>``.  call_api cannot start
+    before get_secret returned: the value flows transformed (decoded, then embedded in a header
+    value), so no equality of fingerprints shows it.
+    """
+    import base64
+
+    trace = _t()
+
+    @trace(name="get_secret")
+    def get_secret(path: str) -> str:
+        net(15)
+        return base64.b64encode(SECRETS[int(path[-1])].encode()).decode()
+
+    @trace(name="call_api")
+    def call_api(endpoint: str, authorization: str) -> int:
+        net(20)
+        return len(authorization)
+
+    @trace(name="sync_account")
+    def sync(k: int) -> int:
+        token = base64.b64decode(get_secret(f"kv/app/{k}")).decode()
+        return call_api(f"/v1/sync/{k}", "Bearer " + token)
+
+    for k in range(4):
+        sync(k)
+
+
+@case(
+    "id_in_url_path",
+    ["dependent", "transformed_flow", "url_path"],
+    "decorator",
+    [
+        dep(
+            "show_order",
+            "find_order",
+            "get_items",
+            "the items URL embeds the order id find_order returned (/orders/{id}/items)",
+        ),
+    ],
+    [
+        nc("show_order", ROOT_NC),
+        nc("find_order", "a different customer every trace"),
+        nc("get_items", "a different order every trace"),
+    ],
+)
+def id_in_url_path() -> None:
+    """find_order(customer) returns {"id": 48213, ...}; the agent then GETs the URL
+    ``/orders/48213/items``.  The id flows as a path segment of a string argument, not as an
+    argument of its own: dependent.
+    """
+    trace = _t()
+
+    @trace(name="find_order")
+    def find_order(customer: str) -> dict[str, Any]:
+        net(15)
+        return {"id": 48213 + 17 * int(customer[-1]), "status": "open"}
+
+    @trace(name="get_items")
+    def get_items(url: str) -> list[str]:
+        net(20)
+        return [f"item-{url.count('/')}"]
+
+    @trace(name="show_order")
+    def show(customer: str) -> int:
+        order = find_order(customer)
+        return len(get_items(f"https://shop.example.com/orders/{order['id']}/items"))
+
+    for c in USERS[:4]:
+        show(c)
+
+
+@case(
+    "proof_over_nonce",
+    ["dependent", "derived_value", "hash"],
+    "decorator",
+    [
+        dep(
+            "login",
+            "get_nonce",
+            "submit_proof",
+            "the proof is sha256(nonce + secret) over the nonce get_nonce returned",
+        ),
+    ],
+    [
+        nc("login", ROOT_NC),
+        nc("get_nonce", "a fresh nonce every call", harmful="volatile"),
+        nc("submit_proof", "a different proof every trace"),
+    ],
+)
+def proof_over_nonce() -> None:
+    """A challenge-response login: get_nonce() returns a fresh nonce; the agent computes
+    sha256(nonce + secret) in its own code and submits it.  The proof is derived by computation
+    from the nonce, so no fingerprint of the nonce appears in submit_proof's arguments; the two
+    are strictly sequential.  (A nonce is also never cacheable: a cached one is a replay.)
+    """
+    import hashlib
+
+    trace = _t()
+    nonces = iter(["n-8f3a21", "n-77c0e9", "n-1b9d44", "n-c2e7a0"])
+
+    @trace(name="get_nonce")
+    def get_nonce(client: str) -> str:
+        net(12)
+        return next(nonces)
+
+    @trace(name="submit_proof")
+    def submit_proof(client: str, proof: str) -> bool:
+        net(18)
+        return proof[0] in "0123456789abcdef"
+
+    @trace(name="login")
+    def login(client: str) -> bool:
+        nonce = get_nonce(client)
+        return submit_proof(client, hashlib.sha256((nonce + "k3y").encode()).hexdigest())
+
+    for c in ["cli-1", "cli-2", "cli-3", "cli-4"]:
+        login(c)
+
+
+@case(
+    "json_string_output_field",
+    ["dependent", "transformed_flow", "json_in_string"],
+    "decorator",
+    [
+        dep(
+            "make_report",
+            "run_execution",
+            "get_report",
+            "get_report takes the report id inside the JSON string of run_execution's "
+            "'output' field",
+        ),
+    ],
+    [
+        nc("make_report", ROOT_NC),
+        nc("run_execution", "a different input every trace"),
+        nc("get_report", "a different report every trace"),
+    ],
+)
+def json_string_output_field() -> None:
+    """A Step Functions style run: run_execution returns {"status": "SUCCEEDED", "output":
+    "{\\"report_id\\": \\"rpt-5521\\"}"} (the output is a JSON document inside a string field);
+    the agent parses it and calls get_report(report_id).  Dependent.
+    """
+    trace = _t()
+
+    @trace(name="run_execution")
+    def run_execution(state_machine: str, payload: str) -> dict[str, str]:
+        net(25)
+        return {
+            "status": "SUCCEEDED",
+            "output": json.dumps({"report_id": f"rpt-{len(payload)}{payload[-1]}"}),
+        }
+
+    @trace(name="get_report")
+    def get_report(report_id: str) -> str:
+        net(15)
+        return report_id.upper()
+
+    @trace(name="make_report")
+    def make(k: int) -> str:
+        done = run_execution("monthly-report", f"region-{k}")
+        return get_report(json.loads(done["output"])["report_id"])
+
+    for k in range(4):
+        make(k)
+
+
+@case(
+    "switch_context_returns_nothing",
+    ["dependent", "state_change_unnamed", "returns_nothing"],
+    "decorator",
+    [
+        dep(
+            "inspect_cluster",
+            "switch_context",
+            "list_pods",
+            "list_pods reads the CLI context switch_context just changed",
+            harmful="state-changing",
+        ),
+    ],
+    [
+        nc("inspect_cluster", ROOT_NC),
+        nc("switch_context", "changes the CLI state", harmful="state-changing"),
+        nc("list_pods", "a different cluster every trace"),
+    ],
+)
+def switch_context_returns_nothing() -> None:
+    """A kubectl-like agent: switch_context(name) returns nothing and changes the CLI's current
+    context (a file in the working directory); list_pods(namespace) reads that context to know
+    which cluster to ask.  No value flows between them, only state: dependent.
+    """
+    import os
+
+    trace = _t()
+    state = os.path.join(tempfile.gettempdir(), "kubeconfig")
+
+    @trace(name="switch_context")
+    def switch_context(name: str) -> None:
+        net(10)
+        with open(state, "w") as f:
+            f.write(name)
+
+    @trace(name="list_pods")
+    def list_pods(namespace: str) -> list[str]:
+        net(15)
+        with open(state) as f:
+            return [f"{f.read()}/{namespace}/pod-1"]
+
+    @trace(name="inspect_cluster")
+    def inspect(k: int) -> int:
+        switch_context(f"cluster-{k}")
+        return len(list_pods("default"))
+
+    for k in range(4):
+        inspect(k)
+
+
+@case(
+    "args_hash_without_arg_fps",
+    ["dependent", "small_int_id", "no_arg_fps"],
+    "otel",
+    [
+        dep(
+            "answer",
+            "lookup_user",
+            "get_orders",
+            "get_orders takes the small user id lookup_user returned (the producer wrote "
+            "only args_hash, no per-argument fingerprints)",
+        ),
+    ],
+    [
+        nc("answer", ROOT_NC),
+        nc("lookup_user", "a different e-mail every trace"),
+        nc("get_orders", "a different user every trace"),
+    ],
+)
+def args_hash_without_arg_fps() -> None:
+    """Spans as an older tracelens (or another producer) writes them: ``tracelens.args_hash``
+    and ``tracelens.result_hash`` but no ``tracelens.arg_fps`` / ``result_fps``.  lookup_user
+    returns a small id that get_orders takes.  Without per-argument fingerprints nothing shows
+    what was passed: absence of a link is no evidence of independence.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            h = zlib.crc32(f"{i}".encode())
+            a = Node(
+                "lookup_user",
+                0,
+                jitter(rng, 15),
+                "internal",
+                {"tracelens.args_hash": f"{h:032x}", "tracelens.result_hash": f"{h + 1:032x}"},
+            )
+            b = Node(
+                "get_orders",
+                0,
+                jitter(rng, 20),
+                "internal",
+                {"tracelens.args_hash": f"{h + 2:032x}", "tracelens.result_hash": f"{h + 3:032x}"},
+            )
+            out.append((i * 4.0, root("answer", [a, b], kind="internal")))
+        return out
+
+    otel_case("args_hash_without_arg_fps", build)
+
+
+@case(
+    "unzip_then_read_file",
+    ["dependent", "state_change_unnamed", "genai"],
+    "otel",
+    [
+        dep(
+            "invoke_agent coder",
+            "execute_tool unzip",
+            "execute_tool read_file",
+            "read_file reads a file unzip just extracted into the working directory",
+            harmful="state-changing",
+        ),
+    ],
+    [
+        nc("invoke_agent coder", ROOT_NC),
+        nc("execute_tool unzip", "writes files", harmful="state-changing"),
+        nc("execute_tool read_file", "a different file every trace"),
+    ],
+)
+def unzip_then_read_file() -> None:
+    """unzip({"archive": "bundle-N.zip"}) extracts into the working directory and returns an empty
+    result; read_file({"path": "bundle/config.yaml"}) then reads a file it extracted.  Nothing of
+    unzip's (empty) result is in read_file's arguments: the data flows through the file system.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            u = tool("unzip", jitter(rng, 30), {"archive": f"bundle-{i}.zip"}, "")
+            r = tool(
+                "read_file",
+                jitter(rng, 12),
+                {"path": f"bundle-{i}/config.yaml"},
+                f"name: svc{i}\nreplicas: {i + 2}",
+            )
+            out.append((i * 5.0, invoke([u, r], agent="coder")))
+        return out
+
+    otel_case("unzip_then_read_file", build)
+
+
+@case(
+    "place_order_then_positions",
+    ["dependent", "state_change_unnamed", "genai", "write"],
+    "otel",
+    [
+        dep(
+            "invoke_agent trader",
+            "execute_tool place_order",
+            "execute_tool get_positions",
+            "the positions include the order just placed",
+            harmful="state-changing",
+        ),
+    ],
+    [
+        nc("invoke_agent trader", ROOT_NC),
+        nc(
+            "execute_tool place_order",
+            "places a real order every run, even with the same arguments",
+            harmful="state-changing",
+        ),
+        nc("execute_tool get_positions", "changes with every order placed"),
+    ],
+)
+def place_order_then_positions() -> None:
+    """A trading agent places the same order every run (place_order({"symbol": "ACME", "qty":
+    10}), result {"status": "accepted"}), then reads its positions (get_positions({})).  Each
+    place_order is a new order: never cacheable, whatever repeats; the positions read after it
+    depends on it.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            p = tool(
+                "place_order",
+                jitter(rng, 40),
+                {"symbol": "ACME", "qty": 10},
+                {"status": "accepted"},
+            )
+            g = tool("get_positions", jitter(rng, 20), {}, {"ACME": 10 * (i + 1)})
+            out.append((i * 3.0, invoke([p, g], agent="trader")))
+        return out
+
+    otel_case("place_order_then_positions", build)
+
+
+@case(
+    "graphql_mutation_then_query",
+    ["dependent", "state_change_unnamed", "graphql"],
+    "otel",
+    [
+        dep(
+            "POST /checkout",
+            "graphql.execute",
+            None,
+            "the query reads the cart the mutation just changed",
+            harmful="state-changing",
+        ),
+    ],
+    [
+        nc("POST /checkout", ROOT_NC),
+        nc(
+            "graphql.execute",
+            "a mutation, then a query of what it changed",
+            harmful="state-changing",
+        ),
+    ],
+)
+def graphql_mutation_then_query() -> None:
+    """One operation name for everything (``graphql.execute``): an addToCart mutation, then a
+    cart query of the same cart; the split is only in ``graphql.operation.type`` and
+    ``graphql.document``.  The query reads what the mutation wrote: dependent.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            m = Node(
+                "graphql.execute",
+                0,
+                jitter(rng, 25),
+                "client",
+                {
+                    "graphql.operation.type": "mutation",
+                    "graphql.operation.name": "AddToCart",
+                    "graphql.document": f'mutation AddToCart {{ addToCart(cartId: "c{i}", '
+                    f'sku: "k{i}") {{ id }} }}',
+                },
+            )
+            q = Node(
+                "graphql.execute",
+                0,
+                jitter(rng, 20),
+                "client",
+                {
+                    "graphql.operation.type": "query",
+                    "graphql.operation.name": "Cart",
+                    "graphql.document": f'query Cart {{ cart(id: "c{i}") {{ items {{ sku }} }} }}',
+                },
+            )
+            out.append((i * 4.0, root("POST /checkout", [m, q], **{"http.request.method": "POST"})))
+        return out
+
+    otel_case("graphql_mutation_then_query", build)
+
+
+@case(
+    "semaphore_per_domain",
+    ["dependent", "contention"],
+    "otel",
+    [
+        dep(
+            "crawl_site",
+            "GET page",
+            None,
+            "each fetch holds the domain's one-permit semaphore (acquire_domain_slot): run "
+            "together they still queue, one at a time",
+        ),
+    ],
+    [
+        nc("crawl_site", ROOT_NC),
+        nc("GET page", "a different page every call"),
+        nc("acquire_domain_slot", "a wait, not a call"),
+    ],
+)
+def semaphore_per_domain() -> None:
+    """A crawler fetches four pages of one site; each fetch first takes the site's one-permit
+    semaphore (an ``acquire_domain_slot`` child span) and holds it for the request.  The fetches
+    take different URLs and nothing of each other, but concurrently they would queue on the
+    semaphore: no time is saved.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            pages: list[Node | float] = []
+            for k in range(4):
+                dur = jitter(rng, 70)
+                slot = Node("acquire_domain_slot", 0.1, 0.4, "internal", {"semaphore.permits": 1})
+                page = http("GET", "GET page", f"https://docs.example.org/p/{i}-{k}", dur)
+                page.children = [slot]
+                pages.append(page)
+            out.append((i * 5.0, root("crawl_site", pages, kind="internal")))
+        return out
+
+    otel_case("semaphore_per_domain", build)
+
+
+@case(
+    "tenant_header_get",
+    ["per_user", "tenant_keyed"],
+    "otel",
+    [],
+    [
+        nc("GET /reports", ROOT_NC),
+        nc(
+            "GET /v1/reports/summary",
+            "the same URL for a different x-tenant-id every trace: "
+            "one tenant's report is not another's",
+            harmful="tenant-keyed",
+        ),
+    ],
+)
+def tenant_header_get() -> None:
+    """GET /v1/reports/summary, the same URL in every trace, told apart per tenant only by the
+    ``http.request.header.x-tenant-id`` header.  A cache keyed by the URL would leak one
+    tenant's report to another.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(5):
+            call = http(
+                "GET",
+                "GET /v1/reports/summary",
+                f"{API}/v1/reports/summary",
+                jitter(rng, 30),
+                extra={"http.request.header.x-tenant-id": [f"t-{100 + i}"]},
+            )
+            out.append((i * 2.0, root("GET /reports", [call], **{"http.request.method": "GET"})))
+        return out
+
+    otel_case("tenant_header_get", build)
+
+
+@case(
+    "cart_write_between",
+    ["write_between", "dependent"],
+    "otel",
+    [
+        dep(
+            "POST /add",
+            "GET /v1/cart",
+            "POST /v1/cart/items",
+            "the item is added to the cart just read, and the second read shows it",
+            harmful="state-changing",
+        ),
+        dep("POST /add", "GET /v1/cart", None, "the second read follows the write"),
+    ],
+    [
+        nc("POST /add", ROOT_NC),
+        nc(
+            "GET /v1/cart",
+            "GET cart, POST item, GET cart: the write changes what the second read returns",
+            harmful="state-changing",
+        ),
+        nc("POST /v1/cart/items", "a write", harmful="state-changing"),
+    ],
+)
+def cart_write_between() -> None:
+    """GET the cart, POST an item to it, GET the cart again (the same URL twice in a trace).
+    The second read must see the item: a cache filled by the first read would serve the stale
+    cart.  Response bodies are not recorded.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            cart = f"{API}/v1/cart/c-{70 + i}"
+            hops: list[Node | float] = [
+                http("GET", "GET /v1/cart", cart, jitter(rng, 20)),
+                http("POST", "POST /v1/cart/items", cart + "/items", jitter(rng, 30)),
+                http("GET", "GET /v1/cart", cart, jitter(rng, 20)),
+            ]
+            out.append((i * 3.0, root("POST /add", hops, **{"http.request.method": "POST"})))
+        return out
+
+    otel_case("cart_write_between", build)
+
+
+@case(
+    "quota_count_between_inserts",
+    ["write_between", "dependent"],
+    "otel",
+    [
+        dep(
+            "POST /events",
+            "SELECT quota",
+            "INSERT quota",
+            "inserts only if the count was under quota",
+            harmful="state-changing",
+        ),
+        dep("POST /events", "SELECT quota", None, "the count after the insert differs"),
+        dep("POST /events", "INSERT quota", None, "two inserts: the order matters"),
+    ],
+    [
+        nc("POST /events", ROOT_NC),
+        nc("SELECT quota", "a count of rows the inserts between change", harmful="state-changing"),
+        nc("INSERT quota", "a write", harmful="state-changing"),
+    ],
+)
+def quota_count_between_inserts() -> None:
+    """A rate limiter: SELECT COUNT(*) FROM quota_usage WHERE tenant = 't1', INSERT INTO
+    quota_usage, and again, twice per request.  The same SELECT text repeats, but every insert
+    changes the count: a cached count would let the tenant past its quota.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            count = "SELECT COUNT(*) FROM quota_usage WHERE tenant = 't1'"
+            hops: list[Node | float] = []
+            for k in range(2):
+                hops.append(sql("SELECT quota", count, jitter(rng, 8)))
+                hops.append(
+                    sql(
+                        "INSERT quota",
+                        f"INSERT INTO quota_usage (tenant, ev) VALUES ('t1', 'e{i}{k}')",
+                        jitter(rng, 10),
+                    )
+                )
+            out.append((i * 2.0, root("POST /events", hops, **{"http.request.method": "POST"})))
+        return out
+
+    otel_case("quota_count_between_inserts", build)
+
+
+@case(
+    "get_current_time",
+    ["volatile", "uninstrumented"],
+    "otel",
+    [dep("GET /stamp", "GET /v1/time", "GET /v1/sign", "signs the time just read")],
+    [
+        nc("GET /stamp", ROOT_NC),
+        nc("GET /v1/time", "the current time: a different answer every call", harmful="volatile"),
+        nc("GET /v1/sign", "a different time every call"),
+    ],
+)
+def get_current_time() -> None:
+    """GET https://time.example.com/v1/time (no query) in every request, seconds apart, then a
+    signature over the time.  The same URL returns a different answer every call by nature:
+    never cacheable (the bodies are not recorded, so nothing in the trace says so but the URL).
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            hops: list[Node | float] = [
+                http("GET", "GET /v1/time", "https://time.example.com/v1/time", jitter(rng, 10)),
+                http(
+                    "GET", "GET /v1/sign", f"{API}/v1/sign?t={1700000000 + 3 * i}", jitter(rng, 15)
+                ),
+            ]
+            out.append((i * 3.0, root("GET /stamp", hops, **{"http.request.method": "GET"})))
+        return out
+
+    otel_case("get_current_time", build)
+
+
+@case(
+    "pg_notify_select",
+    ["volatile_sql", "write"],
+    "otel",
+    [],
+    [
+        nc("POST /jobs", ROOT_NC),
+        nc(
+            "SELECT pg_notify",
+            "sends a notification every call (a SELECT with a side effect)",
+            harmful="state-changing",
+        ),
+    ],
+)
+def pg_notify_select() -> None:
+    """SELECT pg_notify('jobs', 'refresh') in every request: a SELECT by its verb, but every call
+    sends a notification to the listeners.  Serving it from a cache would drop them.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            n = sql("SELECT pg_notify", "SELECT pg_notify('jobs', 'refresh')", jitter(rng, 6))
+            out.append((i * 2.0, root("POST /jobs", [n], **{"http.request.method": "POST"})))
+        return out
+
+    otel_case("pg_notify_select", build)
+
+
+@case(
+    "queue_pop_get",
+    ["consumed", "dependent"],
+    "otel",
+    [
+        dep(
+            "render_worker",
+            "GET /v1/queues/render/pop",
+            None,
+            "each pop consumes the next job; the order is the queue's",
+            harmful="consumed",
+        )
+    ],
+    [
+        nc("render_worker", ROOT_NC),
+        nc(
+            "GET /v1/queues/render/pop",
+            "a GET that consumes a job: every call takes a different one",
+            harmful="consumed",
+        ),
+    ],
+)
+def queue_pop_get() -> None:
+    """A worker takes jobs with GET /v1/queues/render/pop (a GET, but it removes the job it
+    returns), three times per trace, same URL.  Each call consumes a job: never cacheable, and
+    the pops are the queue's order.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            pops: list[Node | float] = [
+                http(
+                    "GET",
+                    "GET /v1/queues/render/pop",
+                    f"{API}/v1/queues/render/pop",
+                    jitter(rng, 15),
+                )
+                for _ in range(3)
+            ]
+            out.append((i * 2.0, root("render_worker", pops, kind="internal")))
+        return out
+
+    otel_case("queue_pop_get", build)
+
+
+# --- issue 25, held out: written after the rules above were done, never tuned to -----------
+
+
+@case(
+    "held_hex_token_header",
+    ["dependent", "transformed_flow", "held_out"],
+    "decorator",
+    [
+        dep(
+            "push_metrics",
+            "get_token",
+            "post_metrics",
+            "the header carries the token get_token returned hex-encoded, decoded",
+        )
+    ],
+    [
+        nc("push_metrics", ROOT_NC),
+        nc("get_token", "a different service account every trace"),
+        nc("post_metrics", "a different token every trace", harmful="state-changing"),
+    ],
+)
+def held_hex_token_header() -> None:
+    """get_token(account) returns the token hex-encoded; the agent decodes it and sends
+    ``Token <token>`` with post_metrics.  Dependent through a decoding.
+    """
+    trace = _t()
+
+    @trace(name="get_token")
+    def get_token(account: str) -> str:
+        net(12)
+        return f"tok_{account}_{len(account) * 7}".encode().hex()
+
+    @trace(name="post_metrics")
+    def post_metrics(series: str, auth: str) -> int:
+        net(18)
+        return len(series)
+
+    @trace(name="push_metrics")
+    def push(k: int) -> int:
+        token = bytes.fromhex(get_token(f"sa-{k}")).decode()
+        return post_metrics(f"cpu.host{k}", "Token " + token)
+
+    for k in range(4):
+        push(k)
+
+
+@case(
+    "held_url_encoded_title",
+    ["dependent", "transformed_flow", "held_out"],
+    "decorator",
+    [
+        dep(
+            "open_doc",
+            "search_titles",
+            "fetch_doc",
+            "the document URL carries the title search_titles returned, URL-encoded",
+        )
+    ],
+    [
+        nc("open_doc", ROOT_NC),
+        nc("search_titles", "a different query every trace"),
+        nc("fetch_doc", "a different document every trace"),
+    ],
+)
+def held_url_encoded_title() -> None:
+    """search_titles(query) returns {"title": "Q3 report & plan 2"}; the agent fetches
+    ``https://docs.example.com/doc?title=Q3%20report%20%26%20plan%202``.  Dependent.
+    """
+    from urllib.parse import quote
+
+    trace = _t()
+
+    @trace(name="search_titles")
+    def search_titles(query: str) -> dict[str, str]:
+        net(15)
+        return {"title": f"Q{len(query) % 4 + 1} report & plan {len(query)}"}
+
+    @trace(name="fetch_doc")
+    def fetch_doc(url: str) -> int:
+        net(20)
+        return len(url)
+
+    @trace(name="open_doc")
+    def open_doc(q: str) -> int:
+        title = search_titles(q)["title"]
+        return fetch_doc("https://docs.example.com/doc?title=" + quote(title))
+
+    for q in ["quarterly numbers", "plans", "budget review", "hiring"]:
+        open_doc(q)
+
+
+@case(
+    "held_independent_path_reads",
+    ["independent", "held_out"],
+    "decorator",
+    [
+        ind(
+            "load_home",
+            "fetch_user",
+            "fetch_repo",
+            "both URLs come from the request; neither takes the other's result",
+        )
+    ],
+    [
+        nc("load_home", ROOT_NC),
+        nc("fetch_user", "a different user every trace"),
+        nc("fetch_repo", "a different repository every trace"),
+    ],
+)
+def held_independent_path_reads() -> None:
+    """A home page fetches /users/{user} and /repos/{repo}, both from the request, sequentially.
+    Their URLs share words (https, api, example) but no value of one's result is in the other's
+    URL: independent (every argument fingerprinted, with its parts).
+    """
+    trace = _t()
+
+    @trace(name="fetch_user")
+    def fetch_user(url: str) -> dict[str, str]:
+        net(20)
+        return {"login": url.rsplit("/", 1)[-1], "plan": "pro"}
+
+    @trace(name="fetch_repo")
+    def fetch_repo(url: str) -> dict[str, int]:
+        net(20)
+        return {"stars": len(url), "forks": 3}
+
+    @trace(name="load_home")
+    def load(user: str, repo: str) -> int:
+        u = fetch_user(f"https://api.example.com/users/{user}")
+        r = fetch_repo(f"https://api.example.com/repos/{repo}")
+        return len(u) + r["stars"]
+
+    for k in range(4):
+        load(USERS[k], f"r-{900 + 13 * k}")
+
+
+@case(
+    "held_dequeue_tool",
+    ["consumed", "genai", "held_out"],
+    "otel",
+    [
+        dep(
+            "invoke_agent mailer",
+            "execute_tool dequeue_task",
+            None,
+            "each dequeue takes the next task",
+            harmful="consumed",
+        )
+    ],
+    [
+        nc("invoke_agent mailer", ROOT_NC),
+        nc(
+            "execute_tool dequeue_task",
+            "consumes a task every call, even when the answers look alike",
+            harmful="consumed",
+        ),
+    ],
+)
+def held_dequeue_tool() -> None:
+    """dequeue_task({"queue": "emails"}) twice per conversation; the recorded results are the
+    same ({"task": "send-digest"}: the queue holds digests), but each call removes one.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            calls: list[Node | float] = [
+                tool("dequeue_task", jitter(rng, 15), {"queue": "emails"}, {"task": "send-digest"})
+                for _ in range(2)
+            ]
+            out.append((i * 3.0, invoke(calls, agent="mailer")))
+        return out
+
+    otel_case("held_dequeue_tool", build)
+
+
+@case(
+    "held_workspace_header_get",
+    ["per_user", "tenant_keyed", "held_out"],
+    "otel",
+    [],
+    [
+        nc("GET /home", ROOT_NC),
+        nc(
+            "GET /v1/dashboard",
+            "the same URL per x-workspace-id: one workspace's dashboard is not another's",
+            harmful="tenant-keyed",
+        ),
+    ],
+)
+def held_workspace_header_get() -> None:
+    """GET /v1/dashboard, the same URL in every trace, per workspace only by the header
+    ``http.request.header.x-workspace-id``.  A cache keyed by the URL would leak across
+    workspaces.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            call = http(
+                "GET",
+                "GET /v1/dashboard",
+                f"{API}/v1/dashboard",
+                jitter(rng, 25),
+                extra={"http.request.header.x-workspace-id": [f"ws-{40 + i}"]},
+            )
+            out.append((i * 2.0, root("GET /home", [call], **{"http.request.method": "GET"})))
+        return out
+
+    otel_case("held_workspace_header_get", build)
+
+
+@case(
+    "held_pool_wait_db",
+    ["dependent", "contention", "held_out"],
+    "otel",
+    [
+        dep("GET /report", "SELECT sales", "SELECT refunds", "one pooled connection: they queue"),
+        dep("GET /report", "SELECT sales", "SELECT visits", "one pooled connection: they queue"),
+        dep("GET /report", "SELECT refunds", "SELECT visits", "one pooled connection: they queue"),
+    ],
+    [
+        nc("GET /report", ROOT_NC),
+        nc("SELECT sales", "a different day every trace"),
+        nc("SELECT refunds", "a different day every trace"),
+        nc("SELECT visits", "a different day every trace"),
+        nc("db.pool.wait", "a wait, not a call"),
+    ],
+)
+def held_pool_wait_db() -> None:
+    """Three report queries on different tables, each first waiting for the pool's one
+    connection (a ``db.pool.wait`` child span).  Independent by data, but concurrently they
+    queue on the connection: nothing is saved.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            qs: list[Node | float] = []
+            for t in ("sales", "refunds", "visits"):
+                q = sql(
+                    f"SELECT {t}",
+                    f"SELECT sum(x) FROM {t} WHERE day = '2026-11-0{i + 1}'",
+                    jitter(rng, 40),
+                )
+                q.children = [Node("db.pool.wait", 0.1, 0.3, "internal", {"db.pool.size": 1})]
+                qs.append(q)
+            out.append((i * 3.0, root("GET /report", qs, **{"http.request.method": "GET"})))
+        return out
+
+    otel_case("held_pool_wait_db", build)
+
+
+@case(
+    "held_delete_then_get",
+    ["dependent", "write", "held_out"],
+    "otel",
+    [
+        dep(
+            "POST /cleanup",
+            "DELETE /v1/files",
+            "GET /v1/files",
+            "checks the file is gone",
+            harmful="state-changing",
+        )
+    ],
+    [
+        nc("POST /cleanup", ROOT_NC),
+        nc("DELETE /v1/files", "a write", harmful="state-changing"),
+        nc("GET /v1/files", "a different file every trace"),
+    ],
+)
+def held_delete_then_get() -> None:
+    """DELETE /v1/files/f-N, then GET /v1/files/f-N/meta to confirm it is gone: the read
+    depends on the delete.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            f = f"{API}/v1/files/f-{9 + i}"
+            hops: list[Node | float] = [
+                http("DELETE", "DELETE /v1/files", f, jitter(rng, 25)),
+                http("GET", "GET /v1/files", f + "/meta", jitter(rng, 15)),
+            ]
+            out.append((i * 2.0, root("POST /cleanup", hops, **{"http.request.method": "POST"})))
+        return out
+
+    otel_case("held_delete_then_get", build)
+
+
+@case(
+    "held_setval_sql",
+    ["volatile_sql", "write", "held_out"],
+    "otel",
+    [],
+    [
+        nc("POST /reset", ROOT_NC),
+        nc("SELECT setval", "moves a sequence every call", harmful="state-changing"),
+    ],
+)
+def held_setval_sql() -> None:
+    """SELECT setval('invoice_seq', 1000) in every request: a SELECT that moves a sequence."""
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            n = sql("SELECT setval", "SELECT setval('invoice_seq', 1000)", jitter(rng, 5))
+            out.append((i * 2.0, root("POST /reset", [n], **{"http.request.method": "POST"})))
+        return out
+
+    otel_case("held_setval_sql", build)
+
+
+@case(
+    "held_graphql_document_only",
+    ["dependent", "graphql", "write_between", "held_out"],
+    "otel",
+    [
+        dep(
+            "POST /cart",
+            "graphql.execute",
+            None,
+            "query, mutation of the cart, query again",
+            harmful="state-changing",
+        )
+    ],
+    [
+        nc("POST /cart", ROOT_NC),
+        nc(
+            "graphql.execute",
+            "the mutation between the two identical queries changes the answer",
+            harmful="state-changing",
+        ),
+    ],
+)
+def held_graphql_document_only() -> None:
+    """``graphql.execute`` three times: query Cart, mutation RemoveItem, query Cart again (the
+    same document); only ``graphql.document`` says which is which (no operation type
+    attribute).
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            q = f'query Cart {{ cart(id: "k{i}") {{ items {{ sku }} }} }}'
+            m = f'mutation RemoveItem {{ removeItem(cartId: "k{i}", sku: "s1") {{ id }} }}'
+            ops: list[Node | float] = [
+                Node("graphql.execute", 0, jitter(rng, 20), "client", {"graphql.document": d})
+                for d in (q, m, q)
+            ]
+            out.append((i * 3.0, root("POST /cart", ops, **{"http.request.method": "POST"})))
+        return out
+
+    otel_case("held_graphql_document_only", build)
+
+
+@case(
+    "held_cacheable_currency_list",
+    ["cacheable", "genai", "held_out"],
+    "otel",
+    [
+        dep(
+            "invoke_agent shop",
+            "execute_tool list_currencies",
+            "chat gpt-4o-mini",
+            "the chat reads the list",
+        )
+    ],
+    [
+        nc("invoke_agent shop", ROOT_NC),
+        cache(
+            "execute_tool list_currencies",
+            "cacheable",
+            "reference data: the same empty "
+            "arguments and the same recorded list in every trace seconds apart",
+        ),
+        nc("chat gpt-4o-mini", "different conversations"),
+    ],
+)
+def held_cacheable_currency_list() -> None:
+    """list_currencies({}) in every conversation seconds apart, always the same recorded list:
+    reference data, cacheable.
+    """
+
+    def build(rng: random.Random) -> list[tuple[float, Node]]:
+        out = []
+        for i in range(4):
+            t = tool("list_currencies", jitter(rng, 30), {}, ["EUR", "USD", "JPY", "NOK"])
+            c = chat(jitter(rng, 300), f"We accept EUR, USD, JPY and NOK ({i}).")
+            out.append((i * 3.0, invoke([t, c], agent="shop")))
+        return out
+
+    otel_case("held_cacheable_currency_list", build)
+
+
 # --- docs/verdicts.md ------------------------------------------------------------------------
 
 DOC_INTRO = """\
@@ -3757,6 +4890,11 @@ structure), so any finding can be scored.
   arguments (a cache would never hit).
 * **polling**: the same read repeated inside one trace with a sleep or wait between, waiting for
   its result to change: its own finding, never cacheable.
+* **harmful** (on a `dependent` pair or loop, or a `not_cacheable` operation; issue 25):
+  acting on a parallelizable or cacheable finding there does damage, not just wastes effort:
+  `state-changing` (a write, a context switch, an order placed, a write between repeats),
+  `tenant-keyed` (one caller's data served to another), `volatile` (the clock, a nonce),
+  `consumed` (a queue pop).  No such finding may cover it at any confidence.
 * **saving_ms**: the range a correct replay's p50 saving must fall in (parent work kept).
 * **expect_one_finding**: one pattern seen in both orders must be one finding.
 
@@ -3768,8 +4906,38 @@ independent under its parent; unlabelled counts as wrong); recall of independent
 of cacheable operations and of polling operations is at least 80% at any confidence; nothing
 labelled `not_cacheable` or `polling` is offered as `cacheable` at any confidence; the labelled
 confidence caps and hit caps hold; the both-orders cases give one finding; the parent-work case's
-saving is in range; every false-positive class of the issue has a case (pattern tags).
+saving is in range; every false-positive class of the issue has a case (pattern tags); no
+parallelizable or cacheable finding at any confidence covers a label marked `harmful`; every
+high-confidence finding saves something.
 `python tests/test_verdicts.py` prints what the analyzer says for every case next to the label.
+
+## Round two (issue 25)
+
+Issue 25 added a case for each class it named: values that flow transformed (a base64 secret
+sent decoded in a `Bearer` header, an id in a URL path, a hash over a fetched nonce, an id in a
+JSON string field, a tool that returns nothing and changes state), `args_hash` without
+`arg_fps`, state changes the old verb list missed (`unzip`, `place_order`, a GraphQL mutation
+under one operation name), a shared semaphore, and caches that must never serve (a tenant
+header, a write between repeats, a quota count between inserts, the current time,
+`pg_notify`, a queue pop).  It re-checked four labels, with the reasoning written next to each:
+`repeats_within_trace_60s_between_traces` (now not cacheable: the re-read at publish time is
+there to be fresh), `cacheable_schema_lookup` (the per-name pair still holds through the
+transitive link), `independent_common_values` (`page=1` is a first page, not a dependency),
+`cacheable_embedding` (cacheable at most medium: the key must hold the model revision).
+
+**Held out.**  The ten `held_*` cases were written after the round-two rules were in place, as
+variants of the classes (a hex-encoded token, a URL-encoded title, independent reads whose URLs
+share words, a dequeue tool with identical answers, a workspace header, a one-connection pool,
+DELETE then GET, `setval`, a GraphQL mutation known only from its document, a true cacheable
+reference list) and checked once, honestly: nine came out right; `held_workspace_header_get`
+did not (a cacheable-low finding: the identity rule named tenant/user/session keys, and an
+`x-workspace-id` header is none of them).  The rule was then generalised, not special-cased: a
+read's recorded request headers that are not transport-only are part of its key.  That case
+no longer counts as held out.  Two other changes came after the held-out cases were written,
+prompted by tuned cases (`cacheable_schema_lookup`, `args_hash_without_arg_fps`): a value the
+parent already had links no sibling by data flow, and a hop with `args_hash` but no `arg_fps`
+is judged like one without fingerprints; the held-out cases were re-checked after them and
+stayed right.
 
 ## The cases
 """
@@ -3845,6 +5013,9 @@ def main(argv: list[str]) -> int:
     if argv[:1] == ["--one"]:
         run_decorator_case(argv[1])
         return 0
+    labels_only = argv[:1] == ["--labels"]  # labels.json and docs/verdicts.md only
+    if labels_only:
+        argv = []
     unknown = [n for n in argv if n not in CASES]
     if unknown:
         print(f"unknown cases: {unknown}", file=sys.stderr)
@@ -3852,7 +5023,7 @@ def main(argv: list[str]) -> int:
     names = argv or list(CASES)
     OUT.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
-    for name in names:
+    for name in [] if labels_only else names:
         c = CASES[name]
         path = OUT / f"{name}.jsonl"
         path.unlink(missing_ok=True)
@@ -3865,7 +5036,7 @@ def main(argv: list[str]) -> int:
         labels = [CASES[n].label() for n in CASES]
         (OUT / "labels.json").write_text(json.dumps(labels, indent=1) + "\n")
         write_docs(ROOT / "docs" / "verdicts.md")
-        for stale in OUT.glob("*.jsonl"):
+        for stale in [] if labels_only else OUT.glob("*.jsonl"):
             if stale.stem not in CASES:
                 stale.unlink()
     print(f"{len(names)} cases in {time.perf_counter() - started:.1f} s")

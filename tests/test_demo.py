@@ -186,6 +186,13 @@ def test_sequential_tools_are_parallelizable_and_the_repeat_cacheable(collected:
     assert schema["identical_results"] is True and schema["traces"] == 12
     assert schema["occurrences"] >= 12  # at least the repeat in every request
     assert not {"model_queue", "chat", "plan", "retrieve"} & set(cacheable)
+    # Caching fetch_schema and running it together with its siblings touch the same spans:
+    # alternatives, the smaller saving naming the bigger (issue 25), never both additive.
+    where = {id(f): k for k, f in enumerate(findings)}
+    better, worse = sorted((where[id(schema)], where[id(tools[0])]))
+    assert findings[worse]["alternative_to"] is not None
+    assert findings[worse]["alternative_to"] <= better
+    assert findings[worse]["top_change"] is False
 
 
 def _workload(path: Path) -> Counter[tuple[str, str | None]]:
@@ -208,6 +215,32 @@ def test_file_export_is_deterministic_for_a_seed(tmp_path: Path) -> None:
     assert sum(first.values()) > 6 * 8
     result = analyze([files[0]])
     assert {o["name"] for o in result.to_dict()["operations"]} >= set(EXPECTED_KINDS)
+
+
+SIX_WHAT_IFS = ("trim-context=0.5", "cap-output", "co-locate", "prefetch", "model-queue", "stream")
+
+
+def test_every_what_if_asked_for_answers(tmp_path: Path) -> None:
+    """On the demo, each of the six what-ifs gives a finding or says why not (issue 25), and
+    the text names the what-if with its parameter."""
+    f = tmp_path / "demo.jsonl"
+    done = run_demo_cli("--file", str(f), "--requests", "8", "--concurrency", "2", "--seed", "5",
+                        "--speed", "0.2")  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    result = analyze([f], what_if=list(SIX_WHAT_IFS), what_if_threshold_ms=0)
+    doc = result.to_dict()
+    labels = [a["what_if"] for a in doc["what_ifs"]]
+    assert labels == ["trim_context=0.5", "cap_output=256", "co_locate=1", "prefetch",
+                      "model_queue", "stream"]  # fmt: skip
+    found = {f["what_if"] for f in doc["findings"] if f["type"] == "what_if"}
+    for a in doc["what_ifs"]:
+        assert a["finding"] == (a["what_if"] in found), a
+        assert a["finding"] or (a["reason"] and len(a["reason"]) > 20), a
+    text = result.to_text()
+    for a in doc["what_ifs"]:
+        assert f"- {a['what_if']}: " in text
+    for label in found:
+        assert f"what_if {label} [" in text
 
 
 def test_make_tasks_depends_only_on_the_seed() -> None:

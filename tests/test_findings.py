@@ -434,3 +434,172 @@ def test_a_very_deep_trace_is_handled_without_recursion() -> None:
     cache = of_type(findings_of(make_spans(rows)), "cacheable")
     assert [f["names"] for f in cache] == [["audit_read"]]
     assert cache[0]["occurrences"] == depth - 2
+
+
+# --- issue 25: effects by evidence, unsafe caches, contention, savings that add up ----------
+
+
+def test_the_effects_table_names_what_the_old_verb_list_missed() -> None:
+    from tracelens.analysis.findings.features import features
+
+    rows = agent_trace(
+        0,
+        [
+            ("execute_tool unzip", 0, 10, {"gen_ai.tool.name": "unzip"}),
+            ("execute_tool place_order", 10, 20, {"gen_ai.tool.name": "place_order"}),
+            ("graphql.execute", 20, 30, {"graphql.operation.type": "mutation"}),
+            ("graphql.execute", 30, 40, {"graphql.document": "mutation A { a { id } }"}),
+            ("graphql.execute", 40, 50, {"graphql.document": "query B { b { id } }"}),
+            ("SQL", 50, 60, {"db.query.text": "SELECT pg_notify('jobs', 'x')"}),
+            (
+                "HTTP GET",
+                60,
+                70,
+                {"http.request.method": "GET", "url.full": "http://q/v1/queues/r/pop"},
+            ),
+            ("SQL", 70, 80, {"db.query.text": "SELECT now()"}),
+        ],
+    )
+    ta = analyze_traces(make_spans(rows))
+    fe = features(ta.spans)
+    writes = dict(zip(ta.spans["_i"].to_list(), fe.write.tolist(), strict=True))
+    names = ta.spans["name"].to_list()
+    says = [fe.write_reasons[writes[k]] if writes[k] >= 0 else None for k in range(len(names))]
+    assert says[1] and "unzip" in says[1]
+    assert says[2] and "place" in says[2]
+    assert says[3] == "GraphQL mutation changes state" == says[4]
+    assert says[5] is None  # a query
+    assert says[6] == "SQL pg_notify() has a side effect"
+    assert says[7] == "its URL path says 'pop'"
+    assert says[8] is None and bool(fe.volatile[8])  # now(): volatile, but no write
+
+
+def test_resources_are_the_table_or_the_url_prefix() -> None:
+    from tracelens.analysis.findings.features import resource_of_sql, resource_of_url
+
+    assert resource_of_url("https://a.io/v1/cart/c-17") == resource_of_url(
+        "https://a.io/v1/cart/c-17/items"
+    )
+    assert resource_of_url("https://a.io/v1/cart/c-17") != resource_of_url(
+        "https://a.io/v1/cart/c-18"
+    )
+    assert resource_of_url("https://a.io/api/usage?period=2026-11") == "u:a.io/usage"
+    assert resource_of_sql("SELECT COUNT(*) FROM quota_usage WHERE t = 1") == "t:quota_usage"
+    assert resource_of_sql("INSERT INTO quota_usage VALUES (1)") == "t:quota_usage"
+
+
+def _repeats_around(middle: tuple[str, dict[str, Any]] | None) -> list[dict[str, Any]]:
+    get = {"http.request.method": "GET", "url.full": "http://s/v1/cart/c-7"}
+    hops = [("GET cart", 0, 20, get)]
+    if middle is not None:
+        hops.append((middle[0], 20, 30, middle[1]))
+    hops.append(("GET cart", 30, 50, get))
+    return [r for t in range(3) for r in agent_trace(t, hops)]
+
+
+def test_a_write_between_repeats_means_not_cacheable() -> None:
+    assert of_type(findings_of(make_spans(_repeats_around(None))), "cacheable")
+    post = {"http.request.method": "POST", "url.full": "http://s/v1/cart/c-7/items"}
+    assert not of_type(findings_of(make_spans(_repeats_around(("POST", post)))), "cacheable")
+    # A write elsewhere (another resource) does not make the cart unsafe to cache.
+    other = {"http.request.method": "POST", "url.full": "http://s/v1/audit/a-1"}
+    assert of_type(findings_of(make_spans(_repeats_around(("POST", other)))), "cacheable")
+
+
+def test_a_scoping_request_header_is_part_of_the_key() -> None:
+    rows = []
+    for t in range(4):
+        attrs = {
+            "http.request.method": "GET",
+            "url.full": "http://s/v1/dashboard",
+            "http.request.header.x-workspace-id": f"ws-{t}",
+            "http.request.header.accept": "application/json",
+        }
+        rows += agent_trace(t, [("GET dash", 0, 20, attrs)])
+    assert not of_type(findings_of(make_spans(rows)), "cacheable")
+
+
+def test_hops_holding_one_semaphore_are_no_saving() -> None:
+    rows = []
+    for t in range(3):
+        trace = agent_trace(
+            t, [("fetch", 40 * k, 40 * k + 40, {"url.full": f"http://d/p{t}{k}"}) for k in range(3)]
+        )
+        base = 100 * t
+        for k in range(3):  # each fetch first takes the domain's one slot
+            slot = hop(base + 50 + k, base + k + 1, 40 * k, 40 * k + 1, "acquire_domain_slot")
+            slot["trace"] = f"{t + 1:032x}"
+            trace.append(slot)
+        rows += trace
+    # Without the slots the loop over different URLs would be a finding (see n_plus_one).
+    found = findings_of(make_spans(rows))
+    assert not of_type(found, "parallelizable")
+    assert not of_type(found, "repeated_write")  # taking a slot again is a wait, not a write
+
+
+def test_overlapping_findings_are_alternatives_and_the_smaller_is_no_top_change() -> None:
+    rows = []
+    for t in range(4):
+        hops = [
+            ("fetch_schema", 0, 60, instrumented("s", fp("s"), fp("schema"))),
+            ("fetch_logs", 60, 100, instrumented(f"l{t}", fp(f"l{t}"), fp(f"logs{t}"))),
+        ]
+        trace = agent_trace(t, hops)
+        for r in trace:
+            r["start"] += t * 2_000 * MS
+            r["end"] += t * 2_000 * MS
+        rows += trace
+    found = findings_of(make_spans(rows))
+    par, cache = of_type(found, "parallelizable"), of_type(found, "cacheable")
+    assert len(par) == 1 and len(cache) == 1
+    # Parallel saves the 40 ms fetch_logs in 4 traces (160 ms); the cache saves 60 ms in 3 (180).
+    first, second = (
+        (cache[0], par[0]) if found.index(cache[0]) < found.index(par[0]) else (par[0], cache[0])
+    )
+    assert first["total_saving_ms"] >= second["total_saving_ms"]
+    assert second["alternative_to"] == found.index(first)
+    assert first["alternative_to"] is None and first["top_change"] and not second["top_change"]
+    assert "alternative" in [e["code"] for e in second["evidence"]]
+
+
+def test_a_high_finding_that_saves_nothing_is_medium() -> None:
+    from tracelens.analysis.findings.assess import SAVING_FLOOR_MS
+
+    # The genaiTestTrace cacheable repeats are off the critical path: no saving, so no "high".
+    cache = of_type(findings_of(GENAI), "cacheable")
+    assert cache
+    for f in cache:
+        assert f["saving_ms"]["p50"] < SAVING_FLOOR_MS
+        assert f["confidence"] != "high" and not f["top_change"]
+    # And the rule itself, on a finding that would be high: identical results, a read, but the
+    # repeats are off the critical path (the parent waits for a longer sibling).
+    rows = []
+    for t in range(3):
+        hops = [("get_config", 0, 10, instrumented("v", fp("v"), fp("cfg")))]
+        trace = agent_trace(t, hops)
+        slow = hop(100 * t + 9, 100 * t, 0, 80, "long_wait")
+        slow["trace"] = f"{t + 1:032x}"
+        trace[0]["end"] = 85 * MS
+        trace.append(slow)
+        for r in trace:
+            r["start"] += t * 1_000 * MS
+            r["end"] += t * 1_000 * MS
+        rows += trace
+    (f,) = of_type(findings_of(make_spans(rows)), "cacheable")
+    assert f["saving_ms"]["p50"] == 0.0 and f["confidence"] == "medium"
+    assert "saves_little" in [e["code"] for e in f["evidence"]]
+
+
+def test_every_what_if_asked_for_answers_with_a_reason() -> None:
+    from tracelens.analysis.whatif import WhatIf, answers
+
+    # Tool hops only: no model call, no client span calling a traced server.
+    rows = [r for t in range(3) for r in agent_trace(t, [("get_a", 0, 10, {"p": str(t)})])]
+    ta = analyze_traces(make_spans(rows))
+    asked = [WhatIf.parse(w) for w in ("trim-context=0.5", "cap-output=64", "co-locate=2")]
+    found, said = answers(ta, asked, threshold_ms=0)
+    assert found == []
+    assert [a.what_if for a in said] == ["trim_context=0.5", "cap_output=64", "co_locate=2"]
+    assert said[0].reason and said[0].reason.startswith("no token counts")
+    assert said[1].reason and said[1].reason.startswith("no token counts")
+    assert said[2].reason and said[2].reason.startswith("no transfer measured")

@@ -137,6 +137,27 @@ def test_names_that_are_not_bytes_take_the_python_path() -> None:
     )
 
 
+def test_strings_with_forms_are_left_to_the_reference() -> None:
+    """Strings with parts (separators) or a digest's length go to the Python ``arg_forms``:
+    both paths give the same ``args_hash`` and ``arg_fps`` (issue 25)."""
+    import hashlib
+
+    for value in (
+        "/orders/48213/items",
+        "Bearer s3cr3t-alpha-7",
+        "q=a%20b&page=2",
+        "tab\tseparated",
+        hashlib.sha256(b"x").hexdigest(),
+        "ünïcode/päth",
+        "x" * 31,
+        "x" * 32,
+    ):
+        names = [b"a\0", b"b\0"]
+        assert F.native.args_fingerprint(names, [value, 7]) == F.py_args_fingerprint(
+            names, [value, 7]
+        ), value
+
+
 def test_fewer_names_than_values_zip_like_the_reference() -> None:
     for names, args in (([b"a\0"], [1, 2, 3]), ([b"a\0", b"b\0"], [1 << 40])):
         assert F.native.args_fingerprint(names, args) == F.py_args_fingerprint(names, args)
@@ -145,7 +166,7 @@ def test_fewer_names_than_values_zip_like_the_reference() -> None:
 def test_fingerprint_tuples_are_left_to_reference_counting() -> None:
     """A span's fingerprint tuples hold only strings: the collector would untrack them at its
     next pass; the compiled path hands them over untracked (and equal)."""
-    _, arg_fps = F.native.args_fingerprint([b"a\0", b"b\0"], [1 << 30, "a long string"])
+    _, arg_fps = F.native.args_fingerprint([b"a\0", b"b\0"], [1 << 30, "a-long-string"])
     _, result_fps = F.native.result_fingerprint("a long result string")
     assert len(arg_fps) == 2 and len(result_fps) == 1
     assert not gc.is_tracked(arg_fps) and not gc.is_tracked(result_fps)

@@ -63,6 +63,20 @@ REQUIRED_PATTERNS = {
     "independent_uninstrumented": "independent fetches, uninstrumented",
     "n_plus_one": "a loop over independent items",
     "cacheable": "a true cacheable read",
+    # issue 25
+    "base64": "a secret returned base64-encoded, sent decoded in a header",
+    "url_path": "an id embedded in the next call's URL path",
+    "hash": "a proof computed as a hash over a value just fetched",
+    "json_in_string": "an id inside a JSON string field of the previous result",
+    "returns_nothing": "a tool that returns nothing and changes state",
+    "no_arg_fps": "args_hash without per-argument fingerprints",
+    "state_change_unnamed": "state changes the old verb list missed (unzip, place, GraphQL)",
+    "contention": "hops that hold one shared semaphore",
+    "tenant_keyed": "a read told apart per tenant only by a header",
+    "write_between": "a write to the same resource between repeats",
+    "volatile": "a read of the current time",
+    "consumed": "a GET that consumes a queue item",
+    "held_out": "cases written after the rules, not tuned to",
 }
 
 
@@ -295,6 +309,41 @@ def test_recall_of_polling() -> None:
 def test_nothing_labelled_not_cacheable_or_polling_is_offered_as_cacheable() -> None:
     rows = [r for r in verdict_rows() if r[1].startswith("cacheable[")]
     assert not [r for r in rows if r[3] != "ok"], failing(rows, "FP", "wrong")
+
+
+def test_no_parallelizable_or_cacheable_finding_on_a_harmful_case() -> None:
+    """Labels marked ``harmful`` (state-changing, tenant-keyed, volatile, consumed): acting on a
+    parallelizable or cacheable finding there does damage, so there is none at any confidence."""
+    bad: list[str] = []
+    for label in LABELS:
+        case = label["case"]
+        for p in label["parallel"]:
+            if p.get("harmful"):
+                bad += [
+                    f"{case}: {describe(f)} ({p['harmful']})"
+                    for f in of_type(case, "parallelizable")
+                    if covers(f, p["parent"], p["names"])
+                ]
+        for c in label["cache"]:
+            if c.get("harmful"):
+                bad += [
+                    f"{case}: {describe(f)} ({c['harmful']})"
+                    for f in of_type(case, "cacheable")
+                    if f["names"][0] == c["name"]
+                ]
+    assert not bad
+    assert sum(bool(x.get("harmful")) for lb in LABELS for x in lb["parallel"] + lb["cache"]) >= 15
+
+
+def test_high_confidence_findings_save_something() -> None:
+    """A high-confidence finding is a promise of a saving (issue 25)."""
+    bad = [
+        f"{label['case']}: {describe(f)} saves {f['saving_ms']['p50']} ms"
+        for label in LABELS
+        for f in findings_of(label["case"])
+        if f["confidence"] == "high" and f["saving_ms"]["p50"] <= 0
+    ]
+    assert not bad
 
 
 def test_cacheable_confidence_and_hits_stay_within_what_the_traces_show() -> None:

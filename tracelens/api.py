@@ -195,13 +195,12 @@ def analyze(
         result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)
         result.errors = list(loaded.errors)
     if whats:
-        from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS
-        from tracelens.analysis.whatif import findings as what_if_findings
+        from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS, answers
 
         threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
-        result.findings.extend(
-            what_if_findings(result.traces, whats, threshold_ms=threshold, fits=result.models)
-        )
+        found, said = answers(result.traces, whats, threshold_ms=threshold, fits=result.models)
+        result.findings.extend(found)
+        result.what_ifs = said
     return _flamegraph(result, flamegraph_out)
 
 

@@ -244,11 +244,11 @@ def begin(
             known = small_args_hash(spec.positional, own, spec.memo)  # small: memoised
             if known is not None:
                 values[ARGS_HASH] = known
+                values[ARG_FPS] = ()  # every argument seen, none worth linking (docs/verdicts.md)
             else:
                 known, fps = args_fingerprint(spec.positional, own)
                 values[ARGS_HASH] = known
-                if fps:
-                    values[ARG_FPS] = fps
+                values[ARG_FPS] = fps
         if SPAN_KEY is not None:
             ctx = current.copy()  # set_span_in_context(span, current), in line
             ctx[SPAN_KEY] = span
@@ -273,8 +273,7 @@ def _bound_values(
     names, values = spec.bind(args, kwargs)
     args_hash, arg_fps = fingerprint.args_fingerprint(names, values)
     out[A.ARGS_HASH] = args_hash
-    if arg_fps:
-        out[A.ARG_FPS] = arg_fps
+    out[A.ARG_FPS] = arg_fps  # empty: every argument seen, none worth linking
     if spec.capture:
         out[A.ARGS_VALUE] = _captured_args(names, values)
 

@@ -352,6 +352,24 @@ static void found_clear(found_t *f)
 
 /* Appends the reference of one argument value to the hash; 1: done, 0: not handled here (the
  * whole call goes to Python), -1: error. */
+/* Mirrors fingerprint.has_forms from above (a superset is enough: Python is the reference):
+   strings with a separator ("/?&=%" or whitespace) or DERIVED_MIN+ characters go to Python. */
+#define DERIVED_MIN 32
+static int has_forms(const char *data, Py_ssize_t len, Py_ssize_t chars)
+{
+    if (chars >= DERIVED_MIN) return 1;
+    for (Py_ssize_t i = 0; i < len; i++) {
+        switch (data[i]) {
+        case '/': case '?': case '&': case '=': case '%': case ' ': case '\t': case '\r':
+        case '\n':
+            return 1;
+        default:
+            break;
+        }
+    }
+    return 0;
+}
+
 static int arg_ref(b2b *s, PyObject *value, found_t *f)
 {
     uint8_t enc[16];
@@ -379,6 +397,10 @@ static int arg_ref(b2b *s, PyObject *value, found_t *f)
         Py_ssize_t len;
         PyObject *owner;
         if (str_utf8(value, &data, &len, &owner) < 0) return -1;
+        if (chars >= MIN_FP_STR && has_forms(data, len, chars)) {
+            Py_XDECREF(owner); /* parts or a digest shape: fingerprint.py's arg_forms decides */
+            return 0;
+        }
         if (chars < MIN_FP_STR && len + 1 <= INLINE_MAX) {
             uint8_t head[2] = {(uint8_t)(len + 1), 's'};
             b2b_update(s, head, 2);

@@ -77,6 +77,10 @@ RPC_SYSTEM: Final = "rpc.system"
 RPC_SYSTEM_NAME: Final = "rpc.system.name"
 MESSAGING_SYSTEM: Final = "messaging.system"
 ERROR_TYPE: Final = "error.type"
+DB_COLLECTION_NAME: Final = "db.collection.name"
+GRAPHQL_OPERATION_TYPE: Final = "graphql.operation.type"
+GRAPHQL_OPERATION_NAME: Final = "graphql.operation.name"
+GRAPHQL_DOCUMENT: Final = "graphql.document"
 
 GEN_AI_MODEL_OPERATIONS: Final = frozenset(
     {"chat", "text_completion", "generate_content", "embeddings"}

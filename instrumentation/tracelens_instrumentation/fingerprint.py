@@ -47,10 +47,13 @@ from __future__ import annotations
 import json
 import re
 import struct
+from base64 import b64decode, urlsafe_b64decode
+from binascii import Error as B64Error
 from collections import deque
 from collections.abc import Sequence
 from hashlib import blake2b
 from typing import Any, Final
+from urllib.parse import unquote_plus
 
 from tracelens_instrumentation import _native
 
@@ -408,11 +411,149 @@ _UNSEEN_TAGS: Final = (b"x", b"D")
 OPAQUE_DIGEST: Final = _digest(b"tracelens:opaque")
 OPAQUE_FP: Final = short(OPAQUE_DIGEST)
 TEXT_FP: Final = short(_digest(b"tracelens:text"))
+# ``DERIVED_FP`` (in ``arg_fps``): an argument shaped like a digest or a signature (32+ hex
+# digits, a long base64 run).  Such a value is computed (sha256(nonce + secret)), so it may come
+# from an earlier result that no fingerprint of it shows: fingerprints cannot prove independence.
+DERIVED_FP: Final = short(_digest(b"tracelens:derived"))
 MIN_TEXT: Final = 3  # string results this long or longer also get their tokens' fingerprints
 MAX_TEXT_FPS: Final = 48  # token and JSON-field fingerprints of one string result
 MAX_JSON: Final = 1 << 16  # string results up to this long are tried as JSON
 _TOKEN_RE: Final = re.compile(r"[^\s\"'`()\[\]{}<>,;|=]+")
 _TOKEN_STRIP: Final = ".:!?*#"
+
+
+# --- Forms: what a value may turn into on its way from one hop to the next (issue 25). --------
+# A later hop may take a *part* of a string (a path segment, a query parameter, a header's
+# credential) or a *re-encoded* one (base64, hex, URL encoding, another case).  Arguments that
+# carry structure (separators ``/ ? & = %`` or whitespace) add the fingerprints of their parts;
+# string results add those of their tokens' decoded and re-cased forms, and of JSON documents
+# inside string fields.  Equal forms link, as equal values do.
+_STRUCTURE: Final = "/?&=% \t\r\n"  # (the compiled fast path hands such strings back here)
+_PARTS_RE: Final = re.compile(r"[/?&=#\s,;]+")
+_DIGEST_RE: Final = re.compile(r"[0-9a-fA-F]{32,128}|[A-Za-z0-9+/_-]{40,}={0,2}")
+_B64_RE: Final = re.compile(r"[A-Za-z0-9+/_-]{8,}={0,2}")
+_HEX_RE: Final = re.compile(r"(?:[0-9a-fA-F]{2}){4,}")
+DERIVED_MIN: Final = 32  # strings this long may be digests (the fast path hands them back)
+MAX_FORMS: Final = 24  # form fingerprints added per value
+
+
+def looks_derived(value: str) -> bool:
+    """A string shaped like a digest or a signature: 32-128 hex digits, or a base64 run of 40+
+    characters mixing letters and digits, and nothing else."""
+    return (
+        len(value) >= DERIVED_MIN
+        and _DIGEST_RE.fullmatch(value) is not None
+        and any(c.isdigit() for c in value)
+        and any(c.isalpha() for c in value)
+    )
+
+
+def has_forms(value: str) -> bool:
+    """Whether an argument string is split into parts (or marked derived) by ``arg_forms``."""
+    return len(value) <= MAX_BYTES and (any(c in _STRUCTURE for c in value) or looks_derived(value))
+
+
+def _str_fp(value: str) -> str:
+    return short(_digest(b"s" + value.encode("utf-8", "surrogatepass")))
+
+
+def _decoded(token: str) -> list[str]:
+    """The forms a token may be the encoding of: URL-decoded, base64- and hex-decoded (when
+    that gives printable text), and its lower / upper / capitalised cases."""
+    out: list[str] = []
+    if "%" in token or "+" in token:
+        out.append(unquote_plus(token))
+    raw: bytes | None = None
+    if _HEX_RE.fullmatch(token) and not token.isdigit():
+        raw = bytes.fromhex(token)
+    elif _B64_RE.fullmatch(token) and len(token.rstrip("=")) % 4 != 1:
+        padded = token + "=" * (-len(token) % 4)
+        try:
+            raw = (urlsafe_b64decode if ("-" in token or "_" in token) else b64decode)(padded)
+        except (B64Error, ValueError):
+            raw = None
+    if raw is not None:
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            text = ""
+        if len(text) >= 2 and text.isprintable():
+            out.append(text)
+    for cased in (token.lower(), token.upper(), token.capitalize()):
+        if cased != token:
+            out.append(cased)
+    return out
+
+
+def arg_forms(value: str) -> list[str]:
+    """Fingerprints of an argument string's parts (path segments, query values, a header's
+    credential) and their lower case; ``[DERIVED_FP]`` for a digest-shaped value."""
+    if looks_derived(value):
+        return [DERIVED_FP]
+    out: list[str] = []
+    for part in _PARTS_RE.split(value):
+        part = part.strip(_TOKEN_STRIP)
+        if not part or part == value:
+            continue
+        # (The result side adds every case and decoding of its tokens: here, two forms do.)
+        plain = unquote_plus(part) if ("%" in part or "+" in part) else part
+        for form in dict.fromkeys((part, plain, plain.lower())):  # ordered: stable lists
+            fp = _str_fp(form)
+            if fp not in out:
+                out.append(fp)
+            if part.isascii() and part.isdigit() and len(part) <= 18:
+                out.append(short(_digest(_enc_int(int(part)))))
+        if looks_derived(part) and DERIVED_FP not in out:
+            out.append(DERIVED_FP)
+        if len(out) >= MAX_FORMS:
+            break
+    return out
+
+
+def _token_forms(token: str) -> list[str]:
+    """A result token's parts (split at separators) and their decoded / re-cased forms."""
+    found: list[str] = []
+    for part in dict.fromkeys((token, *(p for p in _PARTS_RE.split(token) if p))):
+        part = part.strip(_TOKEN_STRIP)
+        if not part:
+            continue
+        found.append(part)
+        for form in _decoded(part):
+            found.append(form)
+            found.extend(p for p in _PARTS_RE.split(form) if p and p != form)
+    return found
+
+
+def _json_in_strings(doc: Any) -> list[Any]:
+    """JSON documents inside string fields of a parsed document (a Step Functions ``output``),
+    one level deep, bounded by ``MAX_NODES`` values visited."""
+    out: list[Any] = []
+    todo: list[Any] = [doc]
+    seen = 0
+    while todo and seen < MAX_NODES:
+        item = todo.pop()
+        seen += 1
+        if isinstance(item, dict):
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+        elif isinstance(item, str) and item[:1] in ("{", "[") and len(item) <= MAX_JSON:
+            try:
+                inner = json.loads(item)
+            except (ValueError, RecursionError):
+                continue
+            if isinstance(inner, (dict, list)):
+                out.append(inner)
+    return out
+
+
+def value_forms(value: Any) -> list[str]:
+    """Form fingerprints of a non-string result: the fields of JSON documents inside its string
+    fields, and the forms of its structured string fields."""
+    out: list[str] = []
+    for inner in _json_in_strings(value):
+        out.extend(collect_fps([fingerprint(inner).parts], MAX_TEXT_FPS))
+    return out
 
 
 def text_fps(value: str, fps: tuple[str, ...]) -> tuple[str, ...]:
@@ -429,7 +570,8 @@ def text_fps(value: str, fps: tuple[str, ...]) -> tuple[str, ...]:
         except (ValueError, RecursionError):
             doc = None
         if isinstance(doc, (dict, list)):
-            for fp in collect_fps([fingerprint(doc).parts], MAX_TEXT_FPS):
+            nested = [fingerprint(d).parts for d in _json_in_strings(doc)]
+            for fp in collect_fps([fingerprint(doc).parts, *nested], MAX_TEXT_FPS):
                 if fp not in seen:
                     seen.add(fp)
                     out.append(fp)
@@ -438,13 +580,18 @@ def text_fps(value: str, fps: tuple[str, ...]) -> tuple[str, ...]:
     if len(tokens) > 1 or len(value) > MAX_BYTES:
         out.append(TEXT_FP)
     added = 0
-    for token in tokens:
+    whole = [value] if len(tokens) <= 1 else []  # a one-token result's own forms count too
+    for token in [*tokens, *whole]:
         token = token.strip(_TOKEN_STRIP)
-        if not token or token == value:
+        if not token:
             continue
-        found = [short(_digest(b"s" + token.encode("utf-8", "surrogatepass")))]
-        if token.isdigit() and len(token) <= 18:  # "user 42" feeds f(42) as well as f("42")
-            found.append(short(_digest(_enc_int(int(token)))))
+        found = []
+        for form in _token_forms(token):
+            if form == value:
+                continue
+            found.append(_str_fp(form))
+            if form.isascii() and form.isdigit() and len(form) <= 18:  # "user 42": f(42), f("42")
+                found.append(short(_digest(_enc_int(int(form)))))
         for fp in found:
             if fp not in seen:
                 seen.add(fp)
@@ -531,6 +678,12 @@ def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str
                 chunks.append(_STR_TAGS[len(value)] + value.encode())
                 continue
             enc = _enc_str(value)
+            if not small and has_forms(value):
+                forms = arg_forms(value)
+                if forms:
+                    if found is None:
+                        found = []
+                    found.extend((1, bytes.fromhex(fp)) for fp in forms)
         elif value is None:
             chunks.append(_NONE_REF)
             continue
@@ -644,7 +797,10 @@ def result_fingerprint(value: Any) -> tuple[str, tuple[str, ...]]:
         hexed = digest[:DIGEST_SIZE].hex()
         return hexed, (hexed[: 2 * FP_SIZE],) if len(value) >= MIN_FP_STR else ()
     fp = fingerprint(value)
-    return fp.hex, tuple(collect_fps([fp.parts])) if fp.parts else ()
+    fps = collect_fps([fp.parts]) if fp.parts else []
+    if typ is dict or typ is list:
+        fps += [f for f in value_forms(value) if f not in fps][:MAX_FORMS]
+    return fp.hex, tuple(fps)
 
 
 class StreamFingerprint:

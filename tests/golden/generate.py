@@ -14,6 +14,15 @@ Since then, one deliberate change: the latency model and CPU profile fields were
 ``cold_starts``; top-level ``cpu_hotspots``; their text sections).  That regeneration was
 checked to ADD only: with the added fields removed, every JSON output equalled the earlier
 golden bytes, and every text output was the earlier one with lines inserted, none changed.
+Then issue 25 (verdicts round two): every finding gained ``alternative_to`` and ``top_change``,
+the document ``what_ifs``; cacheable evidence ``no_write_between``, alternatives and the tail
+note were added; the verdict corpus (``fixtures/verdicts/``) was regenerated and grew.  Checked
+with those fields removed, outside the corpus only two outputs changed in their findings:
+jaeger ``genaiTestTrace`` (two cacheable findings at high saving 0.0 ms are now medium,
+``saves_little``: a high finding must save something) and zipkin
+``smartthings-oauth-authorization`` (two cacheable-low findings gone: the access-token selects
+are token reads, volatile by nature; the client selects repeat with writes of unknown resource
+(store, post, delete spans) between them in the same trace: unsure is no finding).
 """
 
 from __future__ import annotations

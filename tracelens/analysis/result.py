@@ -27,6 +27,7 @@ if TYPE_CHECKING:  # the finder is imported when it runs: --no-findings does not
     from tracelens.analysis.hotspots import CpuHotspots
     from tracelens.analysis.stages import Stages
     from tracelens.analysis.tokens import ModelFit
+    from tracelens.analysis.whatif import Answer
 
 
 @dataclass
@@ -36,6 +37,7 @@ class Analysis:
     warnings: list[str] = field(default_factory=list)
     top: int | None = None
     errors: list[Exception] = field(default_factory=list)  # inputs skipped with keep_going
+    what_ifs: list[Answer] = field(default_factory=list)  # every --what-if asked: its answer
 
     @cached_property
     def summary(self) -> s.Summary:
@@ -105,6 +107,7 @@ class Analysis:
             "operations": [_operation_json(o) for o in self.operations],
             "traces": [_trace_json(t) for t in self.slowest(self.top)],
             "findings": [finding_json(f) for f in self.findings],
+            "what_ifs": [a.to_dict() for a in self.what_ifs],
             "warnings": self.warnings,
             "cpu_hotspots": self.cpu_hotspots.to_dict(),
         }
@@ -151,6 +154,8 @@ def finding_json(f: Finding) -> dict[str, Any]:
             *("traces_on_critical_path", "confidence", "evidence", "explanation"),
         )
     )
+    out["alternative_to"] = f.alternative_to
+    out["top_change"] = f.top_change
     if f.details is not None:
         out.update(asdict(f.details))
     if f.example is not None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from tracelens.analysis.findings.finding import CacheDetails, Finding
+from tracelens.analysis.findings.finding import CacheDetails, Finding, WhatIfDetails
 from tracelens.analysis.kinds import KINDS
 from tracelens.analysis.summary import TraceSummary
 
@@ -69,6 +69,12 @@ def render_text(analysis: Analysis, top: int = 10) -> str:
     if analysis.findings:
         out += ["", "Findings (most total saving first)"]
         out += [line for f in analysis.findings[:top] for line in _finding_lines(f)]
+    if analysis.what_ifs:
+        out += ["", "What-ifs asked for"]
+        out += [
+            f"- {a.what_if}: " + ("a finding (above)" if a.finding else f"no finding: {a.reason}")
+            for a in analysis.what_ifs
+        ]
     if analysis.warnings:
         out += ["", "Warnings"] + [f"- {w}" for w in analysis.warnings]
     return "\n".join(out) + "\n"
@@ -208,6 +214,8 @@ def _hotspot_lines(analysis: Analysis, top: int) -> list[str]:
 
 def _finding_lines(f: Finding) -> list[str]:
     head = f"- {f.type.value} [{f.confidence}]"
+    if isinstance(f.details, WhatIfDetails):
+        head = f"- what_if {f.details.what_if} [{f.confidence}]"
     if f.parent:
         head += f" under {f.parent}"
     head += f": {', '.join(f.names)}"
@@ -216,6 +224,10 @@ def _finding_lines(f: Finding) -> list[str]:
         f" in {f.traces:,} traces)"
     )
     lines = [head]
+    if f.alternative_to is not None:
+        lines.append(f"    alternative to finding #{f.alternative_to + 1}: not an additive saving")
+    elif not f.top_change:
+        lines.append("    a note, not a top change")
     if isinstance(f.details, CacheDetails):
         extra = []
         if f.details.identical_results is not None:

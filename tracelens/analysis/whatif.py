@@ -405,32 +405,91 @@ _TITLES = {
 }
 
 
-def findings(
+@dataclass(frozen=True)
+class Answer:
+    """What a requested what-if came to: a finding, or the reason there is none."""
+
+    what_if: str  # the what-if and its parameter, e.g. "trim_context=0.5"
+    finding: bool
+    reason: str | None  # why there is no finding (None when there is one)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"what_if": self.what_if, "finding": self.finding, "reason": self.reason}
+
+
+def _why_nothing(m: _Model, what: WhatIf) -> str:
+    """Why a what-if touched no span: what it needs that the traces do not have."""
+    if what.kind in ("trim_context", "cap_output"):
+        fitted, _, _ = m.fitted()
+        if fitted.height == 0:
+            return (
+                "no token counts: no model call has gen_ai.usage.* input/output tokens with "
+                "enough calls for a per-token latency fit"
+            )
+        if what.kind == "cap_output":
+            return f"no model call produced more than {what.value:g} output tokens"
+        statuses = sorted({f.status for f in m.fits.values() if f.status != "too_few_calls"})
+        return (
+            "no input-token cost measured: the per-token fit gives the model calls no prefill "
+            f"time per token (fit status: {', '.join(statuses) or 'none'}; input lengths that "
+            "vary less than 2x cannot show it), so cutting input saves nothing the traces show"
+        )
+    if what.kind == "co_locate":
+        return (
+            "no transfer measured: no CLIENT span calls a traced SERVER span, so the time on "
+            "the wire is not in the trace"
+        )
+    if what.kind == "prefetch":
+        return (
+            "no request-independent read found: no tool read runs before the first model call "
+            f"on the critical path of at least {PREFETCH_SHARE:.0%} of its operation's traces "
+            "with one set of arguments"
+        )
+    if what.kind == "model_queue":
+        return "no queueing measured before model calls (no time_in_queue, no wait span under one)"
+    return "no final model call with a TTFT or a per-token fit to stream"
+
+
+def answers(
     ta: TraceAnalysis,
     whats: list[WhatIf],
     *,
     threshold_ms: float = DEFAULT_THRESHOLD_MS,
     fits: list[ModelFit] | None = None,
-) -> list[Finding]:
+) -> tuple[list[Finding], list[Answer]]:
     """The what-ifs that save at least ``threshold_ms`` at p50 over the traces they touch, as
-    findings of docs/analysis-json.md (type ``what_if``); most total saving first."""
-    if ta.spans.height == 0 or not whats:
-        return []
+    findings of docs/analysis-json.md (type ``what_if``), most total saving first; and for every
+    what-if asked for, an answer: a finding, or the reason there is none (issue 25)."""
+    if not whats:
+        return [], []
+    if ta.spans.height == 0:
+        return [], [Answer(w.label, False, "no spans") for w in whats]
     tl = build_timeline(ta.tree)
     fits = token_fits(ta) if fits is None else fits
     out: list[Finding] = []
+    said: list[Answer] = []
     for what in whats:
         p = project(ta, what, fits=fits, tl=tl)
         touched = np.unique(tl.trace[p.change.rows(tl.n)]) if p.calls else np.zeros(0, int)
         if len(touched) == 0:
+            said.append(Answer(what.label, False, _why_nothing(_Model(ta, tl, fits), what)))
             continue
         saving = p.saving_ns[touched] / 1e6
         p50 = float(np.percentile(saving, 50))
         if p50 < threshold_ms:
+            said.append(
+                Answer(
+                    what.label,
+                    False,
+                    f"saves {p50:,.1f} ms at p50 over {len(touched)} traces ({p.calls} spans "
+                    f"changed), under the threshold of {threshold_ms:g} ms",
+                )
+            )
             continue
+        said.append(Answer(what.label, True, None))
         title = _TITLES[what.kind].format(v=what.value if what.value is not None else 0)
         detail = (
-            f"{title}: saves {p50:,.1f} ms at p50 over {len(touched)} traces "
+            f"{what.label}: {title}: saves {p50:,.1f} ms at p50 over {len(touched)} traces "
             f"({p.calls} spans changed), through the replay"
         )
         rows = p.change.rows(tl.n)
@@ -453,14 +512,27 @@ def findings(
             )
         )
     out.sort(key=lambda f: -f.total_saving_ms)
-    return out
+    return out, said
+
+
+def findings(
+    ta: TraceAnalysis,
+    whats: list[WhatIf],
+    *,
+    threshold_ms: float = DEFAULT_THRESHOLD_MS,
+    fits: list[ModelFit] | None = None,
+) -> list[Finding]:
+    """The what-if findings of :func:`answers` (without the reasons)."""
+    return answers(ta, whats, threshold_ms=threshold_ms, fits=fits)[0]
 
 
 __all__ = [
     "DEFAULTS",
     "KINDS",
+    "Answer",
     "Projection",
     "WhatIf",
+    "answers",
     "final_calls",
     "findings",
     "prefetch_reads",

@@ -307,6 +307,10 @@ def facts(f: Finding) -> list[tuple[str, str]]:
         ("parent_service", f.parent_service if f.parent is not None else None),
         ("total_saving_ms", f.total_saving_ms),
         ("traces_on_critical_path", f.traces_on_critical_path),
+        (
+            "alternative_to",
+            None if f.alternative_to is None else f"finding #{f.alternative_to + 1}",
+        ),
     ]
     d = f.details
     if isinstance(d, ParallelDetails):
@@ -348,8 +352,10 @@ def _text(v: str | float | bool) -> str:
 
 def findings(analysis: Analysis) -> dict[str, Any]:
     views = [finding_view(f) for f in analysis.findings[:TOP_FINDINGS]]
+    # The headline cards are changes worth making: no alternatives, notes or tiny savings.
+    top = [v for f, v in zip(analysis.findings, views, strict=False) if f.top_change]
     return {
-        "top": views[:HEADLINE_FINDINGS],
+        "top": top[:HEADLINE_FINDINGS],
         "rows": views,
         "hidden": max(len(analysis.findings) - TOP_FINDINGS, 0),
         "total": len(analysis.findings),

@@ -115,6 +115,7 @@ def assess(ta: TraceAnalysis, tl: Timeline, cands: list[Candidate]) -> list[Find
     new_lat, retimed = replay_all(tl, [c.change for c in cands], touched, examples)
     out: list[Finding] = []
     kept: list[int] = []
+    rows: list[np.ndarray] = []
     for k, cand in enumerate(cands):
         # A shared replay also changed other candidates' traces: take only this one's.
         projected = tl.latency.astype(np.float64)
@@ -123,13 +124,57 @@ def assess(ta: TraceAnalysis, tl: Timeline, cands: list[Candidate]) -> list[Find
         if f is not None:
             out.append(f)
             kept.append(k)
+            rows.append(np.unique(cand.change.rows(tl.n)))
     for f, ex in zip(
         out, _examples(ta, tl, [(cands[k], examples[k], retimed[k]) for k in kept]), strict=True
     ):
         f.example = ex
-    out.sort(key=lambda f: (-f.total_saving_ms, f.type.rank, f.names))
+    order = sorted(
+        range(len(out)), key=lambda k: (-out[k].total_saving_ms, out[k].type.rank, out[k].names)
+    )
+    out, rows = [out[k] for k in order], [rows[k] for k in order]
     _cross_reference(out)
+    _alternatives(out, rows)
+    for f in out:
+        f.top_change = top_change(f)
     return out
+
+
+SAVING_FLOOR_MS = 1.0  # a change saving less than this at p50 is not a top change
+SAVING_FLOOR_SHARE = 0.01  # ... nor one saving less than this share of the traces' p50
+
+
+def _alternatives(found: list[Finding], rows: list[np.ndarray]) -> None:
+    """Findings whose changes touch the same spans are alternatives, not additive savings:
+    each later one (smaller total saving) names the first better one it overlaps."""
+    for k in range(1, len(found)):
+        if len(rows[k]) == 0:
+            continue
+        for j in range(k):
+            if found[j].alternative_to is None and np.isin(rows[k], rows[j]).any():
+                found[k].alternative_to = j
+                found[k].evidence.append(
+                    Evidence(
+                        "alternative",
+                        f"touches some of the same spans as finding #{j + 1} "
+                        f"({found[j].type.value} of {', '.join(found[j].names[:3])}): an "
+                        "alternative to it, not an "
+                        "additive saving; the better one comes first",
+                    )
+                )
+                break
+
+
+def top_change(f: Finding) -> bool:
+    """Whether a finding is shown as a top change: a change that saves at least the floor
+    (``SAVING_FLOOR_MS`` and ``SAVING_FLOOR_SHARE`` of its traces' p50 latency), not an
+    alternative to a better one, not low-confidence, and not a note (``tail``, polling)."""
+    if f.type in (FindingType.TAIL, FindingType.POLLING) or f.alternative_to is not None:
+        return False
+    if f.confidence == "low":
+        return False
+    floor = max(SAVING_FLOOR_MS, SAVING_FLOOR_SHARE * f.projected_latency_ms["p50"])
+    return f.saving_ms["p50"] >= floor
 
 
 def _cross_reference(found: list[Finding]) -> None:
@@ -161,6 +206,26 @@ def _finding(ta: TraceAnalysis, tl: Timeline, cand: Candidate, lat: np.ndarray) 
         f"replay: saves {sav['p50']:,.1f} ms at p50 ({sav['p95']:,.1f} at p95) over "
         f"{count(len(cand.traces), 'trace')}; on the critical path in {on_path}"
     )
+    confidence = cand.confidence
+    evidence = [*cand.evidence, Evidence("replay", replay_note)]
+    if confidence == "high" and sav["p50"] < SAVING_FLOOR_MS:
+        # A promise of "high" is a promise of a saving: none shows in the replay here.
+        confidence = "medium"
+        evidence.append(
+            Evidence(
+                "saves_little",
+                f"the replay saves under {SAVING_FLOOR_MS:g} ms at p50: medium at most",
+            )
+        )
+    if cand.type is FindingType.TAIL:
+        evidence.append(
+            Evidence(
+                "note",
+                "a note, not a change: the replay shows what the slow traces would take if "
+                "these operations behaved as in the median ones; what makes them slow (a cold "
+                "cache, a slow shard, a retry storm) is not in the trace, so no action is named",
+            )
+        )
     return Finding(
         type=cand.type,
         names=cand.names,
@@ -173,8 +238,8 @@ def _finding(ta: TraceAnalysis, tl: Timeline, cand: Candidate, lat: np.ndarray) 
         projected_latency_ms=projected,
         total_saving_ms=round(float(saving_ms.sum()), 3),
         traces_on_critical_path=on_path,
-        confidence=cand.confidence,
-        evidence=[*cand.evidence, Evidence("replay", replay_note)],
+        confidence=confidence,
+        evidence=evidence,
         details=cand.details,
     )
 
@@ -243,4 +308,12 @@ def _path_summaries(ta: TraceAnalysis, top: int = 5) -> dict[str, list[PathOp]]:
     return out
 
 
-__all__ = ["MAX_PER_TYPE", "assess", "potential", "replay_all", "shortlist"]
+__all__ = [
+    "MAX_PER_TYPE",
+    "SAVING_FLOOR_MS",
+    "assess",
+    "potential",
+    "replay_all",
+    "shortlist",
+    "top_change",
+]

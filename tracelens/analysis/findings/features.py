@@ -28,6 +28,7 @@ import numpy as np
 import polars as pl
 from tracelens_instrumentation import attributes as A
 from tracelens_instrumentation.fingerprint import (
+    DERIVED_FP,
     MAX_FPS,
     OPAQUE_FP,
     TEXT_FP,
@@ -61,7 +62,13 @@ _NOISE_KEYS = (
 )
 _PARAMETERISED = r"\?|\$\d+|%s|%\(\w+\)s|(^|[^:\w]):[A-Za-z_]\w*"
 
-# Verbs that say a call changes state (matched as whole words of the span name, camelCase split).
+# --- The effects table: every signal that a call changes state, in one place. -------------
+# (docs/verdicts.md, "Effects by evidence"; the README's "How it decides").  A call changes
+# state when any row says so: its HTTP method, its SQL statement type or a side-effect function
+# in its SQL, its database operation, its GraphQL operation type, its tool name, or a word of its
+# name or URL path.  A call that returns nothing and is not known to only read changes state too
+# (see ``_write_reasons``).
+# Words (whole words of the span name, tool name or URL path, camelCase split).
 _WRITE_VERBS = (
     "edit|write|writes|update|updates|delete|del|remove|create|creates|insert|send|sends|post"
     "|put|patch|upsert|set|save|submit|publish|commit|drop|alter|truncate|merge|replace|append"
@@ -72,6 +79,11 @@ _WRITE_VERBS = (
     "|exec|shell|bash|sh|zsh|terminal|subprocess|run|interpreter|repl|apply|checkout|install"
     "|uninstall|migrate|git|npm|pip|make|kubectl|docker"
     "|reserve|allocate|claim|acquire|assign|enroll|subscribe|unsubscribe|refund|restart|kill"
+    # Orders, queues, contexts, archives: what they change is an account, a queue, the CLI state
+    # or the working directory (issue 25).
+    "|place|buy|sell|trade|pop|dequeue|consume|ack|nack|lease|switch|use|cd"
+    "|login|logout|unzip|untar|extract|unpack|decompress|mkdir|touch|chmod|chown|copy|cp|mv|rm"
+    "|signup|invite|schedule|trigger|enable|disable|lock|unlock|init"
 )
 # Verbs that say a call only reads (the shared-resource rule trusts these, nothing less).
 _READ_VERBS = (
@@ -79,12 +91,34 @@ _READ_VERBS = (
     "|describe|retrieve|retrieves|show|count|view|select|scan|head|stat|exists|peek|browse"
     "|resolve|download|similarity|embed|embedding|embeddings|rank|rerank|recall|check|inspect"
 )
-# SQL that is different on every call: never a cache candidate, and it changes state.
+# SQL functions with effects (a sequence advanced, a notification sent, a lock taken): the
+# statement changes state whatever its verb.
+_EFFECT_SQL = (
+    r"(?i)\b(nextval|setval|pg_notify|pg_advisory_lock|pg_advisory_xact_lock|pg_try_advisory_lock"
+    r"|lo_import|lo_unlink|dblink_exec|txid_current|last_insert_id|get_lock|sp_getapplock)\b\s*\("
+)
+# SQL that is different on every call: never a cache candidate.
 _VOLATILE_SQL = (
     r"(?i)\b(nextval|setval|currval|lastval|now|random|rand|uuid_generate_v\d|gen_random_uuid"
     r"|newid|sysdate|sysdatetime|getdate|current_timestamp|current_date|current_time"
     r"|clock_timestamp|statement_timestamp|localtimestamp|txid_current|last_insert_id"
     r"|uuid)\b\s*(\(|$|[\s,;)])"
+)
+# Reads whose answer changes with every call by nature (the clock, a random pick, a fresh id, a
+# nonce): never cacheable, at any confidence.  Whole words of the name, tool or URL path.
+_VOLATILE_WORDS = (
+    "time|now|clock|timestamp|date|today|random|rand|uuid|nonce|otp|token|captcha|shuffle"
+    "|sample|dice|roll|live|realtime|ticker|quote|price|prices|stream|tail"
+)
+# GraphQL: the operation type says whether it writes (``graphql.operation.type``), else the
+# document's first keyword (``graphql.document``).
+_GRAPHQL_WRITES = ("mutation", "subscription")
+# Child spans that say a hop waits on a shared resource: a lock, a semaphore, a rate limit, a
+# pool.  Hops that hold the same one cannot really run together (``hops.contention``).
+_CONTENTION_WORDS = (
+    r"(?i)(^|[^a-z])(lock|locks|locked|mutex|semaphore|sem|slot|slots|permit|permits|ratelimit"
+    r"|rate_limit|rate-limit|rate limit|throttle|throttled|token_bucket|bucket|pool|pool_wait"
+    r"|acquire|acquire_\w+|checkout_connection|connection_pool|queue_wait|admission)([^a-z]|$)"
 )
 # Arguments that page through a result: each call takes what the previous one returned.
 _PAGED = (
@@ -97,16 +131,20 @@ _PAGED_KEY = r"(?i)(^|[._])(cursor|page_?token|next_?token|offset|after|starting
 # A boolean result is a decision (may the user see it? is the file clean?): what runs after it
 # may run only because of it, with no value flowing into its arguments.
 _DECISIONS = [result_fingerprint(True)[0], result_fingerprint(False)[0]]
-# Who is asking: a cached answer for one caller is not an answer for another.
-IDENTITY_KEYS = (
-    "enduser.id",
-    "user.id",
-    "session.id",
-    "gen_ai.conversation.id",
-    "http.request.header.authorization",
-    "http.request.header.x-api-key",
-    "api_key",
-    "api_key_fingerprint",
+# Who is asking: a cached answer for one caller is not an answer for another.  Any key naming a
+# tenant, a user, a session or a conversation, and any credential header (authorization, an API
+# key, a cookie), is part of the cache key (issue 25); a user agent or usage counts are not.
+_IDENTITY_KEY = (
+    r"(?i)(tenant|user|session|conversation\.id|authorization|api[-_.]?key|cookie|x-org|org[-_.]id)"
+)
+_NOT_IDENTITY_KEY = r"(?i)(user[-_.]?agent|usage|user_cpu|\.user\.message|tracelens\.)"
+_REQUEST_HEADER = "http.request.header."
+# Request headers that carry transport, not scope: never part of a cache key.
+_NEUTRAL_HEADERS = (
+    r"(?i)\.(accept(-\w+)?|user-agent|content-(length|type|encoding)|traceparent|tracestate"
+    r"|baggage|host|connection|keep-alive|x-request-id|x-correlation-id|x-b3-\w+|b3"
+    r"|x-amzn-trace-id|x-forwarded-\w+|via|te|upgrade|pragma|cache-control|if-none-match"
+    r"|if-modified-since|referer|origin)$"
 )
 _READ_METHODS = ("GET", "HEAD", "OPTIONS", "TRACE")
 _READ_SQL = ("SELECT", "SHOW", "DESCRIBE", "DESC", "EXPLAIN", "WITH", "VALUES", "SEARCH")
@@ -120,6 +158,9 @@ _READ_KEYS = (
     *_URL_KEYS,
     *_METHOD_KEYS,
     *_DB_OP_KEYS,
+    A.GRAPHQL_OPERATION_TYPE,
+    A.GRAPHQL_DOCUMENT,
+    A.DB_COLLECTION_NAME,
     A.GEN_AI_TOOL_CALL_ARGUMENTS,
     A.GEN_AI_TOOL_NAME,
     A.GEN_AI_OPERATION_NAME,
@@ -160,6 +201,11 @@ class Features:
     covered: np.ndarray  # every argument fingerprinted (tracelens spans; no opaque, no cut-off)
     text_result: np.ndarray  # the result is free text (or not recorded): may flow transformed
     decision: np.ndarray  # the result is a boolean: what follows may run only because of it
+    volatile: np.ndarray  # the answer changes on every call by nature (clock, random, nonce)
+    resource: np.ndarray  # uint64 id of what it reads or writes (table, URL prefix), 0 unknown
+    contended: np.ndarray  # uint64 id of a lock / semaphore / pool it waits on, 0 none
+    derived: np.ndarray  # takes a value only computation makes (a hash, a signature)
+    has_arg_fps: np.ndarray  # per-argument fingerprints written (an empty list counts)
 
 
 class _Attrs:
@@ -269,6 +315,20 @@ def _own_keys(attrs: _Attrs, spans: pl.DataFrame) -> tuple[np.ndarray, np.ndarra
     # A URL holds the whole request only for reads; a POST's arguments are in its body.
     body = method.filter(~pl.col("value").str.to_uppercase().is_in(list(_READ_METHODS)))
     read = url.join(body, on="_i", how="anti")
+    # A recorded request header that is not known to be transport-only (a workspace, a
+    # tenant, a locale, a feature switch) may scope the answer: it is part of the key.
+    headers = [
+        k
+        for k in attrs.long["key"].unique().to_list()
+        if k.startswith(_REQUEST_HEADER) and not re.search(_NEUTRAL_HEADERS, k)
+    ]
+    if headers and read.height:
+        rows = np.zeros(n, dtype=bool)
+        rows[read["_i"].to_numpy()] = True
+        scoped = attrs.joined(headers, rows).rename({"value": "_h"})
+        read = read.join(scoped, on="_i", how="left", maintain_order="left").select(
+            "_i", (pl.col("value") + "|" + pl.col("_h").fill_null("")).alias("value")
+        )
     put(read["_i"].to_numpy(), "u:" + read["value"], 3)
     put(url.join(body, on="_i", how="semi")["_i"].to_numpy(), None, 3)
     noise = re.compile(_NOISE_KEYS)
@@ -285,6 +345,8 @@ _PARAMETERISED_RE = re.compile(_PARAMETERISED)
 _WORDS_RE = re.compile(rf"(^|[^a-z])({_WRITE_VERBS})([^a-z]|$)")
 _READ_WORDS_RE = re.compile(rf"(^|[^a-z])({_READ_VERBS})([^a-z]|$)")
 _VOLATILE_RE = re.compile(_VOLATILE_SQL)
+_EFFECT_SQL_RE = re.compile(_EFFECT_SQL)
+_VOLATILE_WORDS_RE = re.compile(rf"(^|[^a-z])({_VOLATILE_WORDS})([^a-z]|$)")
 
 _CAMEL_RE = re.compile(r"([a-z0-9])([A-Z])")
 _SQL_VERB_RE = re.compile(r"^\(?\s*([A-Za-z]+)")
@@ -314,10 +376,38 @@ def _method_reason(method: str) -> str | None:
 def _sql_reason(text: str) -> str | None:
     m = _SQL_VERB_RE.match(text.strip())
     verb = m.group(1).upper() if m else ""
-    v = _VOLATILE_RE.search(text)
-    if v:
-        return f"SQL {v.group(1).lower()}() gives a new value on every call (volatile)"
+    e = _EFFECT_SQL_RE.search(text)
+    if e:
+        return f"SQL {e.group(1).lower()}() has a side effect"
     return None if not verb or verb in _READ_SQL else f"SQL {verb} changes state"
+
+
+def _graphql_reason(op_type: str) -> str | None:
+    t = op_type.strip().split(None, 1)[0].lower() if op_type.strip() else ""
+    return f"GraphQL {t} changes state" if t in _GRAPHQL_WRITES else None
+
+
+def _url_path(url: str) -> str:
+    """The path of a URL (or of a bare path), without query or fragment."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    path = rest[rest.find("/") :] if "/" in rest else ""
+    return path.split("?", 1)[0].split("#", 1)[0]
+
+
+def _url_reason(url: str) -> str | None:
+    """A word of the URL path that says it changes state (``/queues/render/pop``)."""
+    words = _url_path(url).replace("/", " ").replace("-", " ").replace("_", " ").lower()
+    m = _WORDS_RE.search(words)
+    return f"its URL path says '{m.group(2)}'" if m else None
+
+
+def is_volatile_text(text: str) -> bool:
+    """Whether a name, tool or URL path says the answer changes on every call (the clock, a
+    random pick, a nonce, a live price) or the SQL calls a volatile function."""
+    if _VOLATILE_RE.search(text):
+        return True
+    words = _CAMEL_RE.sub(r"\1 \2", _url_path(text) if "://" in text else text).lower()
+    return _VOLATILE_WORDS_RE.search(words.replace("/", " ").replace("-", " ")) is not None
 
 
 def _db_op_reason(op: str) -> str | None:
@@ -325,7 +415,9 @@ def _db_op_reason(op: str) -> str | None:
     return f"database operation '{o}' changes state" if re.fullmatch(_WRITE_VERBS, o) else None
 
 
-def _write_reasons(attrs: _Attrs, names: pl.Series) -> tuple[np.ndarray, list[str]]:
+def _write_reasons(
+    attrs: _Attrs, names: pl.Series, spans: pl.DataFrame
+) -> tuple[np.ndarray, list[str]]:
     """Why each call changes state (an index into the returned list), or -1.
 
     The first that applies wins: the HTTP method, the SQL verb, the database operation, then
@@ -350,6 +442,8 @@ def _write_reasons(attrs: _Attrs, names: pl.Series) -> tuple[np.ndarray, list[st
         (_METHOD_KEYS, _method_reason),
         (_SQL_KEYS, _sql_reason),
         (_DB_OP_KEYS, _db_op_reason),
+        ((A.GRAPHQL_OPERATION_TYPE, A.GRAPHQL_DOCUMENT), _graphql_reason),
+        (_URL_KEYS, _url_reason),
     ):
         got = attrs.first(keys)
         judged = _by_value(got["value"], fn)
@@ -362,7 +456,25 @@ def _write_reasons(attrs: _Attrs, names: pl.Series) -> tuple[np.ndarray, list[st
     by_name = _by_value(names, _name_reason)
     hit = by_name.is_not_null().to_numpy()
     put(np.flatnonzero(hit), by_name.filter(pl.Series(hit)))
+    # A call that returned nothing did something else (a context switched, an archive unpacked
+    # into the working directory), unless its name says it only reads.
+    nothing = np.flatnonzero(_returned_nothing(attrs, spans) & ~_which(names, _is_read_name))
+    put(nothing, pl.Series(["it returns nothing and is not known to only read"] * len(nothing)))
     return reason, texts
+
+
+_NONE_RESULT = result_fingerprint(None)[0]
+_EMPTY_RESULTS = ("", "null", "None", '""', "{}")
+
+
+def _returned_nothing(attrs: _Attrs, spans: pl.DataFrame) -> np.ndarray:
+    """Calls whose recorded result is nothing: ``None`` fingerprinted by tracelens, or an empty
+    recorded tool result.  (A result never recorded says nothing.)"""
+    out = (spans["result_hash"] == _NONE_RESULT).fill_null(False).to_numpy().copy()
+    tools = attrs.first((A.GEN_AI_TOOL_CALL_RESULT,))
+    empty = tools["value"].str.strip_chars().is_in(list(_EMPTY_RESULTS)).fill_null(False)
+    out[tools["_i"].to_numpy()[empty.to_numpy()]] = True
+    return out
 
 
 def _read_only(attrs: _Attrs, names: pl.Series, write: np.ndarray) -> np.ndarray:
@@ -428,7 +540,11 @@ def _text_of(attrs: _Attrs, keys: tuple[str, ...]) -> pl.Series:
 
 def _identity(attrs: _Attrs, spans: pl.DataFrame) -> np.ndarray:
     """Per span: a hash of who asked (its trace's caller identity attributes), 0 if unknown."""
-    ids = attrs.long.filter(pl.col("key").is_in(list(IDENTITY_KEYS)))
+    keys = attrs.long["key"].unique()
+    who_keys = keys.filter(
+        keys.str.contains(_IDENTITY_KEY) & ~keys.str.contains(_NOT_IDENTITY_KEY)
+    ).to_list()
+    ids = attrs.long.filter(pl.col("key").is_in(who_keys))
     out = np.zeros(attrs.n, dtype=np.uint64)
     if ids.height == 0:
         return out
@@ -491,13 +607,19 @@ def features(spans: pl.DataFrame) -> Features:
     key[mixed] = own[mixed] * MIX1 + np.where(has_own[p[mixed]], own[p[mixed]], np.uint64(1))
     result = np.where(inherit, result[p], result)
     has_result = np.where(inherit, has_result[p], has_result)
-    write, reasons = _write_reasons(attrs, spans["name"])
+    write, reasons = _write_reasons(attrs, spans["name"], spans)
     marks = spans.select(
+        # Complete only where the per-argument fingerprints were written (an empty list: every
+        # argument too common to link anything); ``args_hash`` alone, as older instrumentation
+        # or another producer writes it, says nothing about which values were passed.
         (
             pl.col("args_hash").is_not_null()
+            & pl.col("arg_fps").is_not_null()
             & ~pl.col("arg_fps").list.contains(OPAQUE_FP).fill_null(False)
+            & ~pl.col("arg_fps").list.contains(DERIVED_FP).fill_null(False)
             & (pl.col("arg_fps").list.len().fill_null(0) < MAX_FPS)
         ).alias("covered"),
+        pl.col("arg_fps").list.contains(DERIVED_FP).fill_null(False).alias("derived"),
         (pl.col("result_hash").is_null() | pl.col("result_fps").list.contains(TEXT_FP))
         .fill_null(True)
         .alias("text"),
@@ -532,4 +654,95 @@ def features(spans: pl.DataFrame) -> Features:
         covered=marks["covered"].to_numpy() & instr,
         text_result=marks["text"].to_numpy(),
         decision=marks["decision"].to_numpy(),
+        volatile=_volatile(attrs, spans["name"]),
+        resource=_resource(attrs, spans),
+        contended=_contended(spans),
+        derived=marks["derived"].to_numpy(),
+        has_arg_fps=spans["arg_fps"].is_not_null().to_numpy(),
     )
+
+
+def _volatile(attrs: _Attrs, names: pl.Series) -> np.ndarray:
+    """Calls whose answer changes on every call by nature: by name, tool name, URL path or a
+    volatile SQL function (``is_volatile_text``)."""
+    out = _which(names, is_volatile_text)
+    for keys in ((A.GEN_AI_TOOL_NAME,), _URL_KEYS, _SQL_KEYS):
+        got = attrs.first(keys)
+        out[got["_i"].to_numpy()[_which(got["value"], is_volatile_text)]] = True
+    return out
+
+
+_TABLE_RE = re.compile(r"(?i)\b(?:from|into|update|join|table)\s+[\"`\[]?([A-Za-z_][\w.]*)")
+_ID_SEGMENT_RE = re.compile(r"\d|^\{.*\}$|^:")
+_VERSION_SEGMENT_RE = re.compile(r"(?i)^(v\d+(\.\d+)?|api|rest)$")
+
+
+def resource_of_sql(text: str) -> str | None:
+    """The first table a statement names (``FROM`` / ``INTO`` / ``UPDATE`` / ``JOIN``)."""
+    m = _TABLE_RE.search(text)
+    return "t:" + m.group(1).lower() if m else None
+
+
+def resource_of_url(url: str) -> str | None:
+    """Host and the path up to its first id-like segment (``/v1/carts/c-17/items`` ->
+    ``carts/c-17``), else its first segment past a version (``/v1/cart/items`` -> ``cart``): a
+    write under a prefix changes what a read of that prefix returns."""
+    rest = url.split("://", 1)[1] if "://" in url else url
+    host = rest.split("/", 1)[0] if "://" in url else ""
+    segs = [g for g in _url_path(url).split("/") if g and not _VERSION_SEGMENT_RE.match(g)]
+    if not segs:
+        return None
+    keep = segs[:1]
+    for g in segs[1:]:
+        if _ID_SEGMENT_RE.search(g):
+            keep.append(g)
+            break
+        if _ID_SEGMENT_RE.search(keep[-1]):
+            break
+    return f"u:{host}/" + "/".join(keep[:2]).lower()
+
+
+def _resource(attrs: _Attrs, spans: pl.DataFrame) -> np.ndarray:
+    """Per span: an id of the resource it reads or writes (0 when unknown): a collection or the
+    first table of its SQL, a URL prefix, or a GraphQL service's one schema."""
+    out = np.zeros(attrs.n, dtype=np.uint64)
+    claimed = np.zeros(attrs.n, dtype=bool)
+    for keys, fn in (
+        ((A.DB_COLLECTION_NAME,), lambda v: "t:" + v.lower()),
+        (_SQL_KEYS, resource_of_sql),
+        (_URL_KEYS, resource_of_url),
+    ):
+        got = attrs.first(keys)
+        named = _by_value(got["value"], fn)
+        ok = named.is_not_null().to_numpy() & ~claimed[got["_i"].to_numpy()]
+        rows = got["_i"].to_numpy()[ok]
+        out[rows] = _hash(named.filter(pl.Series(ok)))
+        claimed[rows] = True
+    gql = attrs.first((A.GRAPHQL_OPERATION_TYPE, A.GRAPHQL_DOCUMENT))
+    rows = gql["_i"].to_numpy()
+    rows = rows[~claimed[rows]]
+    out[rows] = _hash("g:" + spans["service"].gather(rows))
+    return out
+
+
+_CONTENTION_RE = re.compile(_CONTENTION_WORDS)
+
+
+def is_lock(names: pl.Series) -> np.ndarray:
+    """Spans that wait on a lock, semaphore, slot, rate limit or pool (by name)."""
+    return _which(names, lambda v: _CONTENTION_RE.search(_CAMEL_RE.sub(r"\1_\2", v)) is not None)
+
+
+def _contended(spans: pl.DataFrame) -> np.ndarray:
+    """Per span: the id of a lock, semaphore, rate limit or pool one of its direct children
+    waits on (its name says so: ``acquire_domain_slot``, ``pool.wait``), else 0.  Spans that
+    wait on the same one (same service and name) share it."""
+    names = spans["name"]
+    lock = is_lock(names)
+    out = np.zeros(spans.height, dtype=np.uint64)
+    parent = spans["_parent"].to_numpy()
+    rows = np.flatnonzero(lock & (parent >= 0))
+    if len(rows):
+        ids = _hash((spans["service"] + "\x00" + names).gather(rows)) | np.uint64(1)
+        out[parent[rows]] = ids
+    return out

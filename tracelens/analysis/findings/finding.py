@@ -139,6 +139,11 @@ class Finding:
     evidence: list[Evidence]
     details: Details | None = None
     example: Example | None = None
+    # Savings that add up (issue 25): the index (in the findings list) of the better finding
+    # whose change touches some of the same spans (acting on both does not save both), and
+    # whether this one is worth showing as a top change (``assess.top_change``).
+    alternative_to: int | None = None
+    top_change: bool = True
 
     @property
     def explanation(self) -> str:

@@ -97,6 +97,10 @@ def hops(
             "covered": fe.covered[c[k]],
             "text": fe.text_result[c[k]],
             "decision": fe.decision[c[k]],
+            # Fingerprints that cannot show independence: a computed value (a hash, a
+            # signature) among the arguments, or no per-argument fingerprints at all.
+            "blind": (fe.derived | (fe.instrumented & ~fe.has_arg_fps))[c[k]],
+            "lock": fe.contended[c[k]],
             "model": fe.model[c[k]],
             "unknown_kind": unknown[k],
             "run": run[k],
@@ -202,9 +206,14 @@ def _fps_deps(h: pl.DataFrame, fx: _Fps) -> np.ndarray:
     # A boolean answer about a resource (may the user see this document? is this file clean?)
     # gates what is done with it next, whatever the asking call is.
     reads = (h["ro"].to_numpy() & ~h["decision"].to_numpy())[fx.arg_k]
-    i_k = np.concatenate([fx.res_k[~echo], fx.arg_k[~reads]])
-    i_v = np.concatenate([fx.res_v[~echo], fx.arg_v[~reads]])
-    found = _latest_before(fx.arg_k, fx.arg_v, i_k, i_v, run, pos)
+    # Data flow.  A value the parent already had when it started (one of its own arguments, or
+    # a part of one) needs no earlier sibling's result, whatever else returned it too.
+    given = np.isin(_hop_value(fx.arg_k, fx.arg_v), _hop_value(fx.par_k, fx.par_v))
+    q_k, q_v = fx.arg_k[~given], fx.arg_v[~given]
+    found = _latest_before(q_k, q_v, fx.res_k[~echo], fx.res_v[~echo], run, pos)
+    np.maximum.at(dep, q_k, found)
+    # Shared resource: whoever passed the value, an earlier hop that may change it comes first.
+    found = _latest_before(fx.arg_k, fx.arg_v, fx.arg_k[~reads], fx.arg_v[~reads], run, pos)
     np.maximum.at(dep, fx.arg_k, found)
     return dep
 
@@ -423,6 +432,10 @@ def _name_deps(
     pop = h["pop"].to_numpy()[heads]
     last_pos = h["pos"].to_numpy()[np.append(heads[1:], h.height) - 1]
     instr = np.minimum.reduceat(h["instr"].to_numpy(), heads)
+    # A hop taking a computed value (a hash, a signature), or one whose arguments were not
+    # fingerprinted one by one (``args_hash`` alone), is judged like one without fingerprints:
+    # only overlap or both orders seen across traces show it need not wait.
+    blind = np.maximum.reduceat(h["blind"].to_numpy(), heads)
     # A group never starts before a hop some earlier member depends on by fingerprints, so
     # nothing before that can matter to any later block either (positions grow through runs).
     floor = np.maximum.accumulate(np.maximum.reduceat(fps, heads) + 1)
@@ -452,7 +465,7 @@ def _name_deps(
         if d > _LOOKBACK:
             dep[j] = last_pos[i]  # looked far enough: assume the nearest unexplained one
             break
-        judged = ~(instr[i] & instr[j]) & (op[i] != op[j])
+        judged = (~(instr[i] & instr[j]) | blind[j]) & (op[i] != op[j])
         ji, ii = j[judged], i[judged]
         cand = _pair_hash(pop[ji], op[ii], op[ji])
         uniq, first_at = np.unique(cand, return_index=True)
@@ -580,6 +593,36 @@ def _chains(h: pl.DataFrame) -> np.ndarray:
     return chain
 
 
+def _contention(
+    h: pl.DataFrame, gs: np.ndarray, chain: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Hops of one group that wait on the same lock, semaphore, rate limit or pool (a child
+    span says so, ``Features.contended``) cannot overlap while they hold it: each stays after
+    the previous one, so the replay serialises them and the saving is what the others can
+    overlap.  Returns the chain with those links and, per hop, whether it is contended."""
+    lock = h["lock"].to_numpy()
+    run = h["run"].to_numpy()
+    pos = h["pos"].to_numpy()
+    held = np.flatnonzero(lock != 0)
+    contended = np.zeros(h.height, dtype=bool)
+    if len(held) == 0:
+        return chain, contended
+    with np.errstate(over="ignore"):
+        ident = (lock[held] * MIX1 + run[held].astype(np.uint64)) * MIX2 + gs[held].astype(
+            np.uint64
+        )
+    order = np.lexsort((pos[held], ident))
+    o = held[order]
+    same = ident[order][1:] == ident[order][:-1]
+    later, earlier = o[1:][same], o[:-1][same]
+    contended[later] = True
+    contended[earlier] = True
+    free = chain[later] < 0
+    chain = chain.copy()
+    chain[later[free]] = pos[earlier[free]]
+    return chain, contended
+
+
 def groups(
     tl: Timeline, fe: Features, spans: pl.DataFrame, fixed: np.ndarray | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
@@ -591,7 +634,7 @@ def groups(
     # Whether every argument predates the run matters only next to a model call or a text
     # result; without either, skip the check (as if explained: nothing uses it then).
     needs = bool((h["model"] | (h["instr"] & h["text"])).any())
-    fx = _exploded(h, spans, parents=needs)
+    fx = _exploded(h, spans, parents=True)
     explained = _explained(h, fx) if needs else np.ones(h.height, dtype=bool)
     h = h.with_columns(pl.Series("explained", explained))
     fps = np.maximum(np.maximum(_fps_deps(h, fx), _paged_deps(h)), _model_deps(h))
@@ -605,9 +648,11 @@ def groups(
     h = h.with_columns(pl.Series("recorded", recorded))
     chain = _chains(h)
     chain = np.where(chain >= gs, chain, -1)
+    chain, contended = _contention(h, gs, chain)
     h = h.with_columns(
         pl.Series("gs", gs),
         pl.Series("chain", chain).replace(-1, None),
+        pl.Series("contended", contended),
         pl.Series("chain_c", np.where(chain >= 0, tl.kids[np.maximum(chain, 0)], -1)).replace(
             -1, None
         ),

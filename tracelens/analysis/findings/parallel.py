@@ -53,6 +53,7 @@ def _group_table(h: pl.DataFrame) -> pl.DataFrame:
             pl.col("level").min(),
             pl.col("basis").drop_nulls().unique().alias("basis"),
             pl.col("unknown_kind").any(),
+            pl.col("contended").any(),
             pl.col("chain").is_null().sum().alias("units"),
         )
         .filter(pl.col("units") >= 2)
@@ -142,6 +143,7 @@ def parallel_candidates(
             pl.col("trace").unique().alias("traces"),
             pl.col("level").min(),
             pl.col("unknown_kind").any(),
+            pl.col("contended").any(),
             pl.col("basis")
             .list.explode(keep_nulls=False, empty_as_null=False)
             .unique()
@@ -174,6 +176,8 @@ def parallel_candidates(
             level = weakest(level, "medium")
         if row["unknown_kind"]:
             level = weakest(level, "medium")
+        if row["contended"]:
+            level = weakest(level, "medium")
         sizes = row["size"]
         n_traces = len(row["traces"])
         what = f"{len(names)} operations" if len(names) > 1 else f"{max(sizes)} calls of {names[0]}"
@@ -184,6 +188,15 @@ def parallel_candidates(
             ),
             *_basis_evidence(basis, n_over, n_both, n_min),
         ]
+        if row["contended"]:
+            ev.append(
+                Evidence(
+                    "contention",
+                    "some hops wait on the same lock, semaphore, rate limit or pool (a child "
+                    "span says so): the replay keeps them one after another, so only the "
+                    "others overlap; medium at most",
+                )
+            )
         out.append(
             Candidate(
                 type=FindingType.PARALLELIZABLE,

@@ -23,7 +23,7 @@ import numpy as np
 import polars as pl
 
 from tracelens.analysis.findings.candidate import Candidate, Evidence, count
-from tracelens.analysis.findings.features import KEY_SOURCES, MIX1, Features
+from tracelens.analysis.findings.features import KEY_SOURCES, MIX1, Features, is_lock
 from tracelens.analysis.findings.finding import CacheDetails, Confidence, FindingType
 from tracelens.analysis.findings.replay import Change
 from tracelens.analysis.findings.timeline import Timeline, below
@@ -323,37 +323,44 @@ def _simulate(
     return hits, stale, stale_age
 
 
-def _cacheable(
-    rows: np.ndarray,
-    first: np.ndarray,
-    tl: Timeline,
-    fe: Features,
-    spans: pl.DataFrame,
-    retry: np.ndarray,
-    window_s: float,
-    n_retry: int,
-) -> Candidate | None:
-    ok = ~fe.error & ~retry
-    # Consecutive calls with the same key: the gaps a TTL must span, and where results changed.
+@dataclass
+class _Gaps:
+    """Consecutive calls with the same key: the gaps a TTL must span, and where results
+    changed (``changed`` per row of the operation's sequence)."""
+
+    same: np.ndarray  # gaps (s) between calls whose results stayed the same (or are unknown)
+    stale: np.ndarray  # gaps (s) after which the result had changed
+    changed: np.ndarray
+
+
+def _gaps(rows: np.ndarray, first: np.ndarray, tl: Timeline, fe: Features, ok: np.ndarray) -> _Gaps:
     prev = np.concatenate([[-1], rows[:-1]])
     pair = ~first & ok[rows] & ok[np.maximum(prev, 0)]
     p0 = np.maximum(prev, 0)
     gap_s = np.maximum(tl.start[rows] - tl.end[p0], 0) / 1e9
     known = pair & fe.has_result[rows] & fe.has_result[p0]
     changed = known & (fe.result[rows] != fe.result[p0])
-    same_gaps = gap_s[pair & ~changed]
-    if len(same_gaps) == 0:
-        return None
-    stale_gaps = gap_s[changed]
-    # The TTL: of the round values no longer than the window and shorter than the soonest
-    # change seen, the one under which a replayed cache serves the most repeats with no wrong
-    # answer (the shortest such on a tie).  The evidence for it is in the trace: results stayed
-    # the same for at least that long.
-    upper = min(float(stale_gaps.min()) if len(stale_gaps) else np.inf, window_s)
-    ttls = [t for t in _NICE_TTL_S if t < upper or (t == upper and not len(stale_gaps))]
+    return _Gaps(same=gap_s[pair & ~changed], stale=gap_s[changed], changed=changed)
+
+
+def _best_ttl(
+    rows: np.ndarray,
+    first: np.ndarray,
+    tl: Timeline,
+    fe: Features,
+    ok: np.ndarray,
+    gaps: _Gaps,
+    window_s: float,
+) -> tuple[float, np.ndarray] | None:
+    """The TTL: of the round values no longer than the window and shorter than the soonest
+    change seen, the one under which a replayed cache serves the most repeats with no wrong
+    answer (the shortest such on a tie).  The evidence for it is in the trace: results stayed
+    the same for at least that long.  (TTL, hits) or None when no TTL serves anything."""
+    upper = min(float(gaps.stale.min()) if len(gaps.stale) else np.inf, window_s)
+    ttls = [t for t in _NICE_TTL_S if t < upper or (t == upper and not len(gaps.stale))]
     # A repeat can be a hit only if the call just before it is within the TTL: that count bounds
     # each TTL's hits from above, so the replays stop once no other TTL could do better.
-    bound = np.searchsorted(np.sort(same_gaps), ttls, side="right")
+    bound = np.searchsorted(np.sort(gaps.same), ttls, side="right")
     best: tuple[int, float, np.ndarray] | None = None
     for k in sorted(range(len(ttls)), key=lambda k: (-bound[k], ttls[k])):
         if best is not None and (bound[k] < best[0] or (bound[k] == best[0] and ttls[k] > best[1])):
@@ -366,97 +373,126 @@ def _cacheable(
             best = (hits_k, float(ttls[k]), got)
     if best is None or best[0] == 0:
         return None
-    _, ttl, hits = best
+    return best[1], best[2]
+
+
+def _written_between(tl: Timeline, fe: Features, fills: np.ndarray, hits: np.ndarray) -> bool:
+    """Whether a call that changes state may have touched what the hit reads between the call
+    that filled the entry and the hit: a write to the same resource (table, URL prefix, GraphQL
+    schema) anywhere, or a write whose resource is unknown in the hit's own trace (it may have
+    touched anything there: GET cart, POST item, GET cart)."""
+    writes = np.flatnonzero(fe.write >= 0)
+    if len(writes) == 0 or len(hits) == 0:
+        return False
+    with np.errstate(over="ignore"):
+        w_trace = tl.trace[writes].astype(np.uint64) * MIX1 + np.uint64(0x5EED)
+        h_trace = tl.trace[hits].astype(np.uint64) * MIX1 + np.uint64(0x5EED)
+    w_res = fe.resource[writes]
+    h_res = fe.resource[hits]
+    known = h_res != 0
+    # For each hit, the first write of its key at or after the filling call ended (an as-of
+    # join per key): a write between when it started before the hit.
+    w = pl.DataFrame(
+        {"k": np.where(w_res != 0, w_res, w_trace), "t": tl.start[writes].astype(np.int64)}
+    ).sort("k", "t")
+    after, before = tl.end[fills].astype(np.int64), tl.start[hits].astype(np.int64)
+    q = pl.DataFrame(
+        {
+            "k": np.concatenate([h_res[known], h_trace]),
+            "t": np.concatenate([after[known], after]),
+            "before": np.concatenate([before[known], before]),
+        }
+    ).sort("k", "t")
+    got = q.join_asof(
+        w.with_columns(pl.col("t").alias("w")),
+        on="t",
+        by="k",
+        strategy="forward",
+        check_sortedness=False,  # sorted by (k, t) above: sorted within every k
+    )
+    return bool((got["w"] < got["before"]).fill_null(False).any())
+
+
+def _never_cached(tl: Timeline, fe: Features, fills: np.ndarray, hits: np.ndarray) -> bool:
+    """The rules that make a call no cache candidate at any confidence: its answer changes by
+    nature (the clock, a random pick, a nonce: ``Features.volatile``); a write to what it reads
+    happened between the repeats; or the caller is known for some repeats and not for others
+    (who asked is part of the key, and unsure is no finding)."""
+    if fe.volatile[hits].any() or fe.volatile[fills].any():
+        return True
+    who = np.concatenate([fe.identity[hits], fe.identity[fills]]) != 0
+    if who.any() and not who.all():
+        return True
+    return _written_between(tl, fe, fills, hits)
+
+
+def _cache_confidence(
+    fe: Features, hit_rows: np.ndarray, identical: bool | None, sources: set[str]
+) -> Confidence:
+    """High needs identical recorded results, a call known to only read and a key from its
+    arguments; unknown results are low; a model call is medium at most (its answer also depends
+    on the model's revision, which no key here holds); anything else medium."""
+    if identical is None:
+        return "low"
+    read_only = bool(fe.read_only[hit_rows].all())
+    if identical and read_only and sources <= _CACHE_KEY_SOURCES and not fe.model[hit_rows].any():
+        return "high"
+    return "medium"
+
+
+def _cacheable(
+    rows: np.ndarray,
+    first: np.ndarray,
+    tl: Timeline,
+    fe: Features,
+    spans: pl.DataFrame,
+    retry: np.ndarray,
+    window_s: float,
+    n_retry: int,
+) -> Candidate | None:
+    ok = ~fe.error & ~retry
+    gaps = _gaps(rows, first, tl, fe, ok)
+    if len(gaps.same) == 0:
+        return None
+    best = _best_ttl(rows, first, tl, fe, ok, gaps, window_s)
+    if best is None:
+        return None
+    ttl, hits = best
     outside = int(len(rows) - first.sum()) - int(hits.sum())
     hit_rows = rows[hits]
+    fills = _fill_of(rows, first, hits)
     # Repeats nested inside another counted repeat are left to it.
     mark = np.zeros(tl.n, dtype=bool)
     mark[hit_rows] = True
     nested = _inside(tl, mark)[hit_rows]
-    hit_rows = hit_rows[~nested]
-    if len(hit_rows) == 0:
+    hit_rows, fills = hit_rows[~nested], fills[~nested]
+    if len(hit_rows) == 0 or _never_cached(tl, fe, fills, hit_rows):
         return None
-    r0 = spans.row(int(hit_rows[0]), named=True)
-    name, service = str(r0["name"]), str(r0["service"])
     results_known = bool(fe.has_result[hit_rows].all())
-    n_changed = int(changed.sum())
+    n_changed = int(gaps.changed.sum())
     identical: bool | None = (n_changed == 0) if results_known else None
     if n_changed:
         identical = False
     sources = {KEY_SOURCES[int(s)] for s in np.unique(fe.key_source[hit_rows]) if s >= 0}
-    identity = bool((fe.identity[hit_rows] != 0).all())
-    read_only = bool(fe.read_only[hit_rows].all())
-    confidence: Confidence
-    if identical is None:
-        confidence = "low"
-    elif identical and read_only and sources <= _CACHE_KEY_SOURCES:
-        confidence = "high"
-    else:
-        confidence = "medium"
-    within = int((tl.trace[hit_rows] == tl.trace[_fill_of(rows, first, hits)[~nested]]).sum())
-    across = len(hit_rows) - within
-    evidence = [
-        Evidence(
-            "same_arguments",
-            f"{count(len(hit_rows), 'call')} of {name} repeated the arguments "
-            f"({', '.join(sorted(sources))}) of an earlier call: {within} within a trace, "
-            f"{across} across traces",
-        )
-    ]
-    if identical:
-        evidence.append(
-            Evidence("identical_results", "every repeat returned the recorded result it repeats")
-        )
-    elif identical is None:
-        evidence.append(
-            Evidence(
-                "results_unknown",
-                "results are not recorded for every repeat: whether a cache would return the "
-                "right answer is unknown (low)",
-            )
-        )
-    else:
-        evidence.append(
-            Evidence(
-                "results_changed",
-                f"{count(n_changed, 'repeat')} returned a different result than the call before "
-                f"(after {float(stale_gaps.min()):,.1f} s at the soonest): cacheable only "
-                f"under a TTL shorter than that",
-            )
-        )
-    evidence.append(
-        Evidence(
-            "ttl_bounded",
-            f"counted as hits: only repeats within {ttl:g} s (the suggested TTL) of the call "
-            f"that would have filled the cache entry; {count(outside, 'repeat')} fell outside it",
-        )
+    r0 = spans.row(int(hit_rows[0]), named=True)
+    name, service = str(r0["name"]), str(r0["service"])
+    within = int((tl.trace[hit_rows] == tl.trace[fills]).sum())
+    facts = _CacheFacts(
+        name=name,
+        hits=len(hit_rows),
+        within=within,
+        sources=sources,
+        identical=identical,
+        n_changed=n_changed,
+        soonest_change_s=float(gaps.stale.min()) if len(gaps.stale) else 0.0,
+        ttl=ttl,
+        outside=outside,
+        read_only=bool(fe.read_only[hit_rows].all()),
+        model=bool(fe.model[hit_rows].any()),
+        identity=bool((fe.identity[hit_rows] != 0).all()),
+        n_retry=n_retry,
+        n_nested=int(nested.sum()),
     )
-    if not read_only:
-        evidence.append(
-            Evidence(
-                "not_known_read_only",
-                f"nothing says {name} only reads (an HTTP GET, a SELECT, a reading verb in its "
-                "name): if it changes state, a cache would skip that: medium at most",
-            )
-        )
-    evidence.append(
-        Evidence(
-            "caller_identity_in_key",
-            "the key includes the caller's identity (user, session or credentials)",
-        )
-        if identity
-        else Evidence(
-            "no_caller_identity",
-            "no caller identity was recorded: if answers depend on who asks, key the cache on it",
-        )
-    )
-    left_out = []
-    if n_retry:
-        left_out.append(f"{n_retry} retries after an error")
-    if int(nested.sum()):
-        left_out.append(f"{int(nested.sum())} inside another cached call")
-    if left_out:
-        evidence.append(Evidence("left_out", "left out: " + "; ".join(left_out)))
     hit_rows = np.sort(hit_rows)
     return Candidate(
         type=FindingType.CACHEABLE,
@@ -464,13 +500,108 @@ def _cacheable(
         services=[service],
         change=Change(instant=hit_rows),
         traces=np.unique(tl.trace[hit_rows]),
-        confidence=confidence,
-        evidence=evidence,
+        confidence=_cache_confidence(fe, hit_rows, identical, sources),
+        evidence=_cache_evidence(facts),
         occurrences=len(hit_rows),
         example=[int(hit_rows[0])],
         details=CacheDetails(
             identical_results=identical, suggested_ttl_s=ttl, changed_results=n_changed
         ),
+    )
+
+
+@dataclass
+class _CacheFacts:
+    """What the cacheable evidence says, gathered by ``_cacheable``."""
+
+    name: str
+    hits: int
+    within: int
+    sources: set[str]
+    identical: bool | None
+    n_changed: int
+    soonest_change_s: float
+    ttl: float
+    outside: int
+    read_only: bool
+    model: bool
+    identity: bool
+    n_retry: int
+    n_nested: int
+
+
+def _cache_evidence(f: _CacheFacts) -> list[Evidence]:
+    evidence = [
+        Evidence(
+            "same_arguments",
+            f"{count(f.hits, 'call')} of {f.name} repeated the arguments "
+            f"({', '.join(sorted(f.sources))}) of an earlier call: {f.within} within a trace, "
+            f"{f.hits - f.within} across traces",
+        ),
+        _results_evidence(f),
+        Evidence(
+            "ttl_bounded",
+            f"counted as hits: only repeats within {f.ttl:g} s (the suggested TTL) of the call "
+            f"that would have filled the cache entry; {count(f.outside, 'repeat')} fell outside "
+            "it",
+        ),
+        Evidence(
+            "no_write_between",
+            "nothing that changes state touched what it reads (same table, URL prefix, or the "
+            "same trace where that is unknown) between a repeat and the call it repeats",
+        ),
+    ]
+    if not f.read_only:
+        evidence.append(
+            Evidence(
+                "not_known_read_only",
+                f"nothing says {f.name} only reads (an HTTP GET, a SELECT, a reading verb in its "
+                "name): if it changes state, a cache would skip that: medium at most",
+            )
+        )
+    if f.model:
+        evidence.append(
+            Evidence(
+                "model_revision_not_in_key",
+                "a model call: its answer also depends on the model's revision, which the key "
+                "here does not hold; key the cache on it too: medium at most",
+            )
+        )
+    evidence.append(
+        Evidence(
+            "caller_identity_in_key",
+            "the key includes the caller's identity (user, tenant, session or credentials)",
+        )
+        if f.identity
+        else Evidence(
+            "no_caller_identity",
+            "no caller identity was recorded: if answers depend on who asks, key the cache on it",
+        )
+    )
+    left_out = []
+    if f.n_retry:
+        left_out.append(f"{f.n_retry} retries after an error")
+    if f.n_nested:
+        left_out.append(f"{f.n_nested} inside another cached call")
+    if left_out:
+        evidence.append(Evidence("left_out", "left out: " + "; ".join(left_out)))
+    return evidence
+
+
+def _results_evidence(f: _CacheFacts) -> Evidence:
+    if f.identical:
+        return Evidence("identical_results", "every repeat returned the recorded result it repeats")
+    if f.identical is None:
+        return Evidence(
+            "results_unknown",
+            "results are not recorded for every repeat: whether a cache would return the "
+            "right answer is unknown (low)",
+        )
+    return Evidence(
+        "results_changed",
+        f"{count(f.n_changed, 'repeat')} returned a different result than the call before "
+        f"(after {f.soonest_change_s:,.1f} s at the soonest): cacheable only "
+        f"under a TTL shorter than that",
     )
 
 
@@ -484,8 +615,9 @@ def _fill_of(rows: np.ndarray, first: np.ndarray, hits: np.ndarray) -> np.ndarra
 def repeated_write_candidates(
     tl: Timeline, fe: Features, spans: pl.DataFrame, retry: np.ndarray
 ) -> list[Candidate]:
-    """Calls that change state, made again with the same arguments in the same trace."""
-    writes = np.flatnonzero(fe.has_key & (fe.write >= 0))
+    """Calls that change state, made again with the same arguments in the same trace (a lock
+    or semaphore taken again is a wait, not a write)."""
+    writes = np.flatnonzero(fe.has_key & (fe.write >= 0) & ~is_lock(spans["name"]))
     pv = _previous(tl, fe, writes, same_trace=True)
     dup = (pv.prev >= 0) & ~retry[pv.rows]
     rows = pv.rows[dup]
