@@ -91,3 +91,13 @@ def _analysed(path: Path) -> Analysis:
 def analysed(path: str | os.PathLike[str]) -> Analysis:
     """``tracelens.api.analyze([path])`` for one file, computed once per session (read only)."""
     return _analysed(Path(path).resolve())
+
+
+def trace_fixture_files() -> list[Path]:
+    """Every trace file in ``fixtures/``: golden/generate.py's rule (not the READMEs, labels,
+    expected results, refused-on-purpose snapshots or device records), the one every sweep
+    of the fixtures uses."""
+    sys.path.insert(0, str(ROOT / "tests" / "golden"))
+    from generate import fixture_files
+
+    return fixture_files()

@@ -18,7 +18,7 @@ from typing import Any
 
 import jsonschema
 import pytest
-from conftest import analysed
+from conftest import analysed, trace_fixture_files
 
 from tracelens.analysis import analyze_spans
 from tracelens.analysis.whatif import WhatIf
@@ -30,12 +30,14 @@ CONTRACT = ROOT / "docs" / "analysis-json.md"
 
 # Inputs of every format and shape the repository holds: agent frameworks, OTLP, Jaeger,
 # Zipkin, vLLM, the CRISP cases and the labelled verdict corpus (many finding types).
-INPUTS = sorted(
+# (which fixture files are traces is golden/generate.py's one rule)
+INPUTS = [
     p
-    for sub in ("agent", "otlp", "jaeger", "zipkin", "vllm", "crisp_test_cases", "verdicts", "gpu")
-    for p in (ROOT / "fixtures" / sub).rglob("*")
-    if p.suffix in (".json", ".jsonl") and p.name != "labels.json"
-)
+    for p in trace_fixture_files()
+    if p.relative_to(ROOT / "fixtures").parts[0]
+    in ("agent", "otlp", "jaeger", "zipkin", "vllm", "crisp_test_cases", "verdicts", "gpu")
+    and p.suffix in (".json", ".jsonl")
+]
 
 
 @cache

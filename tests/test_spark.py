@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES, ROOT
+from conftest import FIXTURES, ROOT, trace_fixture_files
 
 from tracelens.analysis import ANALYSIS_COLUMNS, analyze_spans, analyze_traces
 from tracelens.cli import main
@@ -48,15 +48,8 @@ GENERATED_TRACES = 1_000
 
 
 def fixture_files() -> list[Path]:
-    """Every fixture file tracelens reads (the expected-output files are not traces)."""
-    out = []
-    for p in sorted(FIXTURES.rglob("*")):
-        if p.suffix not in (".json", ".jsonl") or p.name == "labels.json":
-            continue
-        if p.name.endswith(".expected.json"):
-            continue
-        out.append(p)
-    return out
+    """Every JSON trace fixture (which fixture files are traces is golden/generate.py's rule)."""
+    return [p for p in trace_fixture_files() if p.suffix in (".json", ".jsonl")]
 
 
 @functools.cache

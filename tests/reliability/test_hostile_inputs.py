@@ -5,7 +5,7 @@ other projects' real files (OTLP/JSON defaults, Zipkin's OpenTelemetry status ta
 Each case is checked where users meet it: ``analyze``/``import`` as a real process (exit 2, the
 file and the field or column named, no traceback) and the collector as a real process (a 400 and
 no traceback in its log).  Costs are asserted as counts of work or measured ratios, never as a
-time limit; the issue's full sizes are in the heavy tier (``TRACELENS_HEAVY=1`` or ``-m heavy``).
+time limit; the issue's full sizes are in the heavy tier (``-m heavy``, run by ``make test-all``).
 """
 
 from __future__ import annotations
@@ -42,11 +42,6 @@ from tracelens.parquet import LAYOUT_FILE, write_parquet
 FIXTURES = ROOT / "fixtures"
 TRACE = "0123456789abcdef0123456789abcdef"
 SPAN = "0123456789abcdef"
-
-heavy = pytest.mark.skipif(
-    os.environ.get("TRACELENS_HEAVY", "") in ("", "0"), reason="heavy: set TRACELENS_HEAVY=1"
-)
-
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
@@ -308,7 +303,6 @@ def test_blank_lines_cost_what_inflating_them_costs(tmp_path: Path) -> None:
     assert peak < 16 * MiB, peak / MiB
 
 
-@heavy
 @pytest.mark.heavy
 def test_a_gibibyte_of_newlines_reads_in_about_the_time_gunzip_takes(tmp_path: Path) -> None:
     """The issue's file: 1 GiB of newlines as .jsonl.gz (about 7 minutes before)."""
@@ -390,7 +384,6 @@ def test_collector_inflates_many_empty_members_and_stores_the_spans(collector: C
     assert _post(collector, valid_body(), PROTO).status_code == 200
 
 
-@heavy
 @pytest.mark.heavy
 def test_collector_inflates_16_mb_of_empty_members(collector: Collector) -> None:
     """The issue's 16 MB body (about 8 minutes before): answered, the work linear."""
