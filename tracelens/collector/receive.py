@@ -114,10 +114,15 @@ class Receiver:
                     f"more than the {self.config.decode_bytes >> 20} MiB --memory-mb allows for "
                     "decoding; send protobuf (about 20x leaner to decode) or smaller batches"
                 )
+        # Large bodies are decoded one at a time and may use the whole decoding share; the
+        # small ones share it between the two threads.
+        share = self.config.decode_bytes
         if len(data) <= LARGE_BODY:
-            return data, await loop.run_in_executor(self._pool, otlp.decode, data, media)
+            return data, await loop.run_in_executor(
+                self._pool, _decode_within, data, media, share // 2
+            )
         async with self._large:
-            return data, await loop.run_in_executor(self._pool, otlp.decode, data, media)
+            return data, await loop.run_in_executor(self._pool, _decode_within, data, media, share)
 
     async def _commit(
         self, loop: asyncio.AbstractEventLoop, checked: CheckedSpans, record: tuple[int, bytes]
@@ -134,6 +139,14 @@ class Receiver:
             log.debug("the store refused a batch: %s", result)  # the writer logs it once
             return Outcome(Status.FAILED, f"the journal failed; nothing was stored: {result}")
         return Outcome(Status.OK, checked=checked)
+
+
+def _decode_within(data: bytes, media: str, allowance: int) -> CheckedSpans:
+    """``otlp.decode``, refused first (``BodyTooLarge``) when its spans and attributes would
+    take more than ``allowance`` bytes (JSON is bounded by ``json_cost`` before this)."""
+    if media == otlp.PROTOBUF:
+        otlp.check_decode_cost(data, allowance)
+    return otlp.decode(data, media)
 
 
 def _resolve(
