@@ -13,7 +13,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
@@ -64,14 +64,17 @@ class Response:
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     close: bool = False
+    # A body made while it is sent (chunked): pieces are written as they come, each after the
+    # client took the one before, so what is held is one piece, whatever the body's size.
+    stream: AsyncIterator[bytes] | None = None
 
     def head(self, keep_alive: bool) -> bytes:
         reason = HTTPStatus(self.status).phrase
-        lines = [
-            f"HTTP/1.1 {self.status} {reason}",
-            f"Content-Type: {self.content_type}",
-            f"Content-Length: {len(self.body)}",
-        ]
+        lines = [f"HTTP/1.1 {self.status} {reason}", f"Content-Type: {self.content_type}"]
+        if self.stream is not None:
+            lines.append("Transfer-Encoding: chunked")
+        else:
+            lines.append(f"Content-Length: {len(self.body)}")
         lines += [f"{k}: {v}" for k, v in self.headers.items()]
         if self.close or not keep_alive:
             lines.append("Connection: close")
@@ -260,6 +263,8 @@ class HttpServer:
                 return
             response.send(writer, keep)
             await writer.drain()
+            if response.stream is not None:
+                await _send_stream(response.stream, writer)
             if not keep:
                 return
 
@@ -444,6 +449,26 @@ class HttpServer:
         response.headers["Retry-After"] = str(self._config.retry_after_s)
         response.close = True
         return response
+
+
+async def _send_stream(stream: AsyncIterator[bytes], writer: asyncio.StreamWriter) -> None:
+    """A chunked body, piece by piece.  A failure midway aborts the connection: the client sees
+    a truncated body (no last chunk), never a complete-looking partial one."""
+    try:
+        async for piece in stream:
+            if piece:
+                writer.write(b"%x\r\n" % len(piece))
+                writer.write(piece)
+                writer.write(b"\r\n")
+                await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+    except (ConnectionError, TimeoutError):
+        raise
+    except Exception:
+        log.warning("a streamed answer failed midway; its connection is closed", exc_info=False)
+        writer.transport.abort()
+        raise ConnectionError("stream failed") from None
 
 
 def _has_body(headers: dict[str, str]) -> bool:
