@@ -401,3 +401,135 @@ def test_bodies_of_empty_spans_stay_within_the_budget(tmp_path: Path) -> None:
     finally:
         assert col.stop() == 0
     no_tracebacks(col)
+
+
+def test_a_63_mib_body_of_empty_spans_is_refused_within_the_budget(tmp_path: Path) -> None:
+    """The issue's case: 63 MiB of 2-byte spans (33M spans) peaked at 6,838 MiB under the
+    2,048 MiB budget.  Counted before decoding, it is refused (413) and the peak stays inside."""
+    budget = 2048
+    col = start_collector(tmp_path / "t.duckdb")
+    try:
+        body = _empty_spans(63 * MiB)
+        peak = PeakRss(col.proc.pid)
+        answer = httpx.post(f"{col.http}/v1/traces", content=body, headers=PROTO, timeout=120)
+        rss = peak.stop()
+        print(f"peak RSS {rss / MiB:.0f} MiB; {answer.status_code}")
+        assert answer.status_code == 413, answer.content[:300]
+        assert rss < budget * MiB, rss / MiB
+    finally:
+        assert col.stop() == 0
+    no_tracebacks(col)
+
+
+heavy = pytest.mark.skipif(
+    os.environ.get("TRACELENS_HEAVY", "") in ("", "0"), reason="heavy: set TRACELENS_HEAVY=1"
+)
+
+
+@heavy
+@pytest.mark.heavy
+def test_forty_60_mib_grpc_messages_of_empty_spans_stay_within_the_budget(tmp_path: Path) -> None:
+    """The issue's case: 40 concurrent 60 MiB gRPC messages of empty spans reached 7,876 MiB
+    under the 2,048 MiB budget."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    budget = 2048
+    col = start_collector(tmp_path / "t.duckdb", "--grpc-max-mb", "64")
+    try:
+        message = _empty_spans(60 * MiB)
+
+        def one(_: int) -> str:
+            options = [("grpc.max_send_message_length", 128 * MiB)]
+            with grpc.insecure_channel(col.grpc or "", options=options) as channel:
+                try:
+                    channel.unary_unary(EXPORT)(message, timeout=300)
+                    return "OK"
+                except grpc.RpcError as err:
+                    return str(err.code().name)
+
+        peak = PeakRss(col.proc.pid)
+        with ThreadPoolExecutor(40) as pool:
+            codes = list(pool.map(one, range(40)))
+        rss = peak.stop()
+        print(f"peak RSS {rss / MiB:.0f} MiB; {sorted(set(codes))}")
+        assert set(codes) <= {"RESOURCE_EXHAUSTED", "UNAVAILABLE"}, codes
+        assert rss < budget * MiB, rss / MiB
+    finally:
+        assert col.stop(timeout=120) == 0
+    no_tracebacks(col)
+
+
+@heavy
+@pytest.mark.heavy
+def test_reading_1m_spans_through_the_api_stays_within_the_budget(tmp_path: Path) -> None:
+    """The issue's case: one ``GET /v1/spans`` over 1M spans took the collector to 2,420 MiB
+    with ``--memory-mb 1024``.  The answer is streamed, batch by batch."""
+    import pyarrow as pa
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
+        ExportTraceServiceRequest,
+    )
+
+    budget = 1024
+    col = start_collector(tmp_path / "t.duckdb", "--memory-mb", str(budget))
+    try:
+        base = ExportTraceServiceRequest.FromString(valid_body(500, "read"))
+        spans = base.resource_spans[0].scope_spans[0].spans
+        template = list(spans)
+        total = 0
+        for request in range(100):  # 100 x 10,000 spans, distinct ids
+            del spans[:]
+            for i in range(10_000):
+                span = spans.add()
+                span.CopyFrom(template[i % len(template)])
+                span.trace_id = (request * 10_000 + i // 50 + 1).to_bytes(16, "big")
+                span.span_id = (request * 10_000 + i + 1).to_bytes(8, "big")
+                if i % 50 == 0:
+                    span.ClearField("parent_span_id")
+            body = base.SerializeToString()
+            for _ in range(60):  # retried while the collector says busy (503)
+                answer = httpx.post(
+                    f"{col.http}/v1/traces", content=body, headers=PROTO, timeout=60
+                )
+                if answer.status_code != 503:
+                    break
+                time.sleep(1)
+            assert answer.status_code == 200, answer.status_code
+            total += 10_000
+        peak = PeakRss(col.proc.pid)
+        with httpx.stream("GET", f"{col.http}/v1/spans", timeout=600) as response:
+            assert response.status_code == 200
+            reader = pa.ipc.open_stream(pa.PythonFile(_Reader(response.iter_bytes()), mode="r"))
+            rows = sum(batch.num_rows for batch in reader)
+        rss = peak.stop()
+        print(f"read {rows} spans; collector peak RSS {rss / MiB:.0f} MiB")
+        assert rows == total
+        assert rss < budget * MiB, rss / MiB
+    finally:
+        assert col.stop(timeout=120) == 0
+    no_tracebacks(col)
+
+
+class _Reader:
+    """A readable file over an iterator of byte pieces (the streamed answer)."""
+
+    def __init__(self, pieces: Iterator[bytes]) -> None:
+        self._pieces = pieces
+        self._buffer = b""
+        self.closed = False
+
+    def read(self, n: int = -1) -> bytes:
+        while n < 0 or len(self._buffer) < n:
+            piece = next(self._pieces, None)
+            if piece is None:
+                break
+            self._buffer += piece
+        if n < 0:
+            n = len(self._buffer)
+        out, self._buffer = self._buffer[:n], self._buffer[n:]
+        return out
+
+    def readable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.closed = True
