@@ -49,6 +49,7 @@ def start_collector(
     grpc: str = "127.0.0.1:0",
     env: dict[str, str] | None = None,
     timeout: float = 30,
+    nofile: int | None = None,
 ) -> Collector:
     cmd = [
         sys.executable,
@@ -70,6 +71,7 @@ def start_collector(
         text=True,
         cwd=ROOT,
         env={**os.environ, **(env or {})},
+        preexec_fn=None if nofile is None else lambda: _limit_files(nofile),
     )
     assert proc.stderr is not None
     lines: list[str] = []
@@ -89,6 +91,14 @@ def start_collector(
             return Collector(proc, db, http_url, grpc_addr, lines)
     proc.kill()
     raise AssertionError(f"collector did not start: {lines}")
+
+
+def _limit_files(limit: int) -> None:
+    """In the child before exec: soft and hard open-file limits of ``limit`` (a host's usual
+    1,024), which the collector cannot raise."""
+    import resource
+
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limit, limit))
 
 
 def free_port() -> int:

@@ -38,7 +38,7 @@ def read_spans(
         request.add_header("Authorization", f"Bearer {token}")
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            return pa.ipc.open_stream(response.read()).read_all()
+            return pa.ipc.open_stream(response).read_all()
     except urllib.error.HTTPError as exc:
         detail = exc.read()[:500].decode("utf-8", "replace")
         if exc.code == 400:

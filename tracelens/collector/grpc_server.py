@@ -22,6 +22,17 @@ from tracelens.collector.http import Budget
 from tracelens.collector.receive import Outcome, Receiver, Status
 
 SERVICE: Final = "opentelemetry.proto.collector.trace.v1.TraceService"
+# One connection may hold at most 1/STREAM_SHARE of the concurrent RPCs (HTTP/2
+# SETTINGS_MAX_CONCURRENT_STREAMS): a client opening 40 streams and sending none of their
+# messages holds its own share, and every other connection still finds RPC slots.
+STREAM_SHARE: Final = 4
+HANDSHAKE_TIMEOUT_MS: Final = 10_000  # a connection that never completes its HTTP/2 preface
+IDLE_CONNECTION_MS: Final = 120_000  # a connection with no RPC for this long gets a GOAWAY
+
+
+def per_connection_streams(rpcs: int) -> int:
+    return max(1, rpcs // STREAM_SHARE)
+
 
 _CODES: Final = {
     Status.BAD: grpc.StatusCode.INVALID_ARGUMENT,
@@ -47,6 +58,9 @@ class GrpcServer:
                 # then buffers 64 KiB, not megabytes (measured: 40 concurrent 60 MiB messages
                 # with 2 admitted peaked at 568 MiB with probing, 312 MiB without).
                 ("grpc.http2.bdp_probe", 0),
+                ("grpc.max_concurrent_streams", per_connection_streams(config.max_grpc_rpcs)),
+                ("grpc.server_handshake_timeout_ms", HANDSHAKE_TIMEOUT_MS),
+                ("grpc.max_connection_idle_ms", IDLE_CONNECTION_MS),
             ],
             maximum_concurrent_rpcs=config.max_grpc_rpcs,
         )
@@ -78,6 +92,10 @@ class GrpcServer:
         else:
             self._receiver.stats.add(requests_refused_busy=1)
             outcome = Outcome(Status.BUSY, "tracelens collect is busy (request data); retry later")
+        # ``context.abort`` raises, and grpc keeps that exception (whose traceback holds this
+        # frame) in a reference cycle: without this, a refused 60 MiB message stayed alive until
+        # the next full garbage collection.
+        del request
         if outcome.status is Status.OK:
             assert outcome.checked is not None
             return otlp.success_body(outcome.checked, otlp.PROTOBUF)

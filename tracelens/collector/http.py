@@ -13,7 +13,7 @@ import contextlib
 import logging
 import re
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from urllib.parse import parse_qs, urlsplit
@@ -24,15 +24,17 @@ from tracelens.collector.stats import Stats
 log = logging.getLogger("tracelens.collector")
 
 HEADER_LIMIT = 64 * 1024
-HEADER_TIMEOUT_S = 10.0  # a whole request head, from the first request's connect
-IDLE_TIMEOUT_S = 60.0  # between requests of a keep-alive connection (and that request's head)
-BODY_TIMEOUT_S = 20.0  # a body's allowance on top of what its size needs at BODY_MIN_RATE
+HEADER_TIMEOUT_S = 10.0  # a whole request head: from connect, and from the head's first byte
+IDLE_TIMEOUT_S = 60.0  # between requests of a keep-alive connection
+BODY_TIMEOUT_S = 20.0  # head and body, from the first byte, on top of the body's size at the rate
 BODY_MIN_RATE = 1 << 20  # bytes/s: a body slower than this (after BODY_TIMEOUT_S) is cut off
 TRAILER_TIMEOUT_S = 5.0  # the whole trailer section of a chunked body
 TRAILER_LIMIT = 8 * 1024
 LINGER_S = 2.0  # after an error answer, how long unread request bytes are read and dropped
 LINGER_BYTES = 128 << 20
 CONNECTION_SHARE = 4  # one connection holds at most 1/CONNECTION_SHARE of the body budget
+PIECE = 1 << 20  # a Content-Length body is read (and charged to the budget) this much at a time
+DRAIN_BODY_S = 1.0  # at shutdown, how long a body still arriving may take before it is cut off
 
 _DIGITS = re.compile(r"[0-9]{1,18}")
 _CHUNK_SIZE = re.compile(rb"[0-9A-Fa-f]{1,15}")
@@ -47,6 +49,7 @@ class Request:
     version: str
     headers: dict[str, str]
     body: bytes = b""
+    started: float = 0.0  # time.monotonic() of its first byte: its deadlines count from it
 
     @property
     def keep_alive(self) -> bool:
@@ -61,14 +64,17 @@ class Response:
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
     close: bool = False
+    # A body made while it is sent (chunked): pieces are written as they come, each after the
+    # client took the one before, so what is held is one piece, whatever the body's size.
+    stream: AsyncIterator[bytes] | None = None
 
     def head(self, keep_alive: bool) -> bytes:
         reason = HTTPStatus(self.status).phrase
-        lines = [
-            f"HTTP/1.1 {self.status} {reason}",
-            f"Content-Type: {self.content_type}",
-            f"Content-Length: {len(self.body)}",
-        ]
+        lines = [f"HTTP/1.1 {self.status} {reason}", f"Content-Type: {self.content_type}"]
+        if self.stream is not None:
+            lines.append("Transfer-Encoding: chunked")
+        else:
+            lines.append(f"Content-Length: {len(self.body)}")
         lines += [f"{k}: {v}" for k, v in self.headers.items()]
         if self.close or not keep_alive:
             lines.append("Connection: close")
@@ -149,6 +155,7 @@ class HttpServer:
         self._connections: set[asyncio.StreamWriter] = set()
         self._busy: set[asyncio.StreamWriter] = set()
         self._idle: dict[asyncio.StreamWriter, None] = {}  # oldest idle first
+        self._receiving: set[asyncio.StreamWriter] = set()  # a request body is arriving
         self._closing = False
 
     @property
@@ -169,8 +176,17 @@ class HttpServer:
             self._server.close()
         for writer in list(self._connections - self._busy):
             writer.close()
-        deadline = asyncio.get_running_loop().time() + timeout
-        while self._busy and asyncio.get_running_loop().time() < deadline:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        cut = loop.time() + min(DRAIN_BODY_S, timeout)
+        while self._busy and loop.time() < deadline:
+            if self._receiving and loop.time() >= cut:
+                # Bodies still arriving are not acknowledged: end them (the client retries)
+                # rather than wait for a slow sender for the whole drain.
+                for writer in list(self._receiving):
+                    writer.transport.abort()
+                self._stats.add(requests_cut_at_shutdown=len(self._receiving))
+                self._receiving.clear()
             await asyncio.sleep(0.02)
         for writer in list(self._connections):
             writer.close()
@@ -211,11 +227,19 @@ class HttpServer:
 
     async def _requests(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         first = True
+        connected = time.monotonic()
         while not self._closing:
-            timeout = HEADER_TIMEOUT_S if first else IDLE_TIMEOUT_S
             self._idle[writer] = None
             try:
-                head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout)
+                # The first byte (the idle wait), then the rest of the head: HEADER_TIMEOUT_S
+                # from that byte (from connect for a connection's first request).
+                wait = HEADER_TIMEOUT_S if first else IDLE_TIMEOUT_S
+                lead = await asyncio.wait_for(reader.readexactly(1), wait)
+                started = connected if first else time.monotonic()
+                left = started + HEADER_TIMEOUT_S - time.monotonic()
+                head = lead + await asyncio.wait_for(
+                    reader.readuntil(b"\r\n\r\n"), max(left, 0.001)
+                )
             except asyncio.LimitOverrunError:
                 self._idle.pop(writer, None)
                 await self._fail(self._refuse(431, "request headers too large"), reader, writer)
@@ -231,7 +255,7 @@ class HttpServer:
             first = False
             self._busy.add(writer)
             try:
-                response, keep = await self._one(head, reader, writer)
+                response, keep = await self._one(head, started, reader, writer)
             finally:
                 self._busy.discard(writer)
             if not keep and response.status >= 400:
@@ -239,6 +263,8 @@ class HttpServer:
                 return
             response.send(writer, keep)
             await writer.drain()
+            if response.stream is not None:
+                await _send_stream(response.stream, writer)
             if not keep:
                 return
 
@@ -269,13 +295,18 @@ class HttpServer:
                 dropped += len(data)
 
     async def _one(
-        self, head: bytes, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
+        self,
+        head: bytes,
+        started: float,
+        reader: asyncio.StreamReader,
+        writer: asyncio.StreamWriter,
     ) -> tuple[Response, bool]:
         try:
             request = _parse_head(head)
         except _BadRequest as exc:
             self._count(400)
             return self._refuse(exc.status, f"malformed HTTP request: {exc}"), False
+        request.started = started
         held = 0
         body_state = {"read": False}
 
@@ -307,20 +338,40 @@ class HttpServer:
             length = int(headers.get("content-length", "0"))  # checked by _parse_head
             if length > limit:
                 raise HttpError(self._refuse(413, f"body over the limit of {limit} bytes"))
-            if not self._budget.take(length):
-                raise HttpError(self._busy_response("too much request data in flight"))
-        started = time.monotonic()
+        started = request.started
+        self._receiving.add(writer)
         try:
             if headers.get("expect", "").lower() == "100-continue":
                 writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
                 await writer.drain()
             if not chunked:
-                body = await self._timed(reader.readexactly(length), started, length)
-                return body, length
+                return await self._read_sized(reader, length, started)
+            return await self._read_chunked(reader, limit, started)
+        finally:
+            self._receiving.discard(writer)
+
+    async def _read_sized(
+        self, reader: asyncio.StreamReader, length: int, started: float
+    ) -> tuple[bytes, int]:
+        """A Content-Length body, ``PIECE`` bytes at a time, each charged to the budget as it
+        arrives: what a client declares costs nothing until it is sent."""
+        parts: list[bytes] = []
+        held = 0
+        try:
+            while held < length:
+                size = min(PIECE, length - held)
+                if not self._budget.take(size):
+                    raise HttpError(self._busy_response("too much request data in flight"))
+                try:
+                    parts.append(await self._timed(reader.readexactly(size), started, held + size))
+                except BaseException:
+                    self._budget.give(size)
+                    raise
+                held += size
         except BaseException:
-            self._budget.give(length)
+            self._budget.give(held)
             raise
-        return await self._read_chunked(reader, limit, started)
+        return (parts[0] if len(parts) == 1 else b"".join(parts)), held
 
     async def _timed(self, step: Awaitable[bytes], started: float, size: int) -> bytes:
         """``step``, cut off (408) once the body has taken longer than its size allows."""
@@ -347,10 +398,13 @@ class HttpServer:
                     return b"".join(parts), held
                 if held + size > limit:
                     raise HttpError(self._refuse(413, f"body over the limit of {limit} bytes"))
-                if not self._budget.take(size):
-                    raise HttpError(self._busy_response("too much request data in flight"))
-                held += size
-                parts.append(await self._timed(reader.readexactly(size), started, held))
+                while size:  # a declared chunk size, like a Content-Length, is charged as it comes
+                    piece = min(PIECE, size)
+                    if not self._budget.take(piece):
+                        raise HttpError(self._busy_response("too much request data in flight"))
+                    held += piece
+                    size -= piece
+                    parts.append(await self._timed(reader.readexactly(piece), started, held))
                 if await self._timed(reader.readexactly(2), started, held) != b"\r\n":
                     raise HttpError(self._refuse(400, "bad chunk framing"))
         except BaseException:
@@ -397,6 +451,26 @@ class HttpServer:
         return response
 
 
+async def _send_stream(stream: AsyncIterator[bytes], writer: asyncio.StreamWriter) -> None:
+    """A chunked body, piece by piece.  A failure midway aborts the connection: the client sees
+    a truncated body (no last chunk), never a complete-looking partial one."""
+    try:
+        async for piece in stream:
+            if piece:
+                writer.write(b"%x\r\n" % len(piece))
+                writer.write(piece)
+                writer.write(b"\r\n")
+                await writer.drain()
+        writer.write(b"0\r\n\r\n")
+        await writer.drain()
+    except (ConnectionError, TimeoutError):
+        raise
+    except Exception:
+        log.warning("a streamed answer failed midway; its connection is closed", exc_info=False)
+        writer.transport.abort()
+        raise ConnectionError("stream failed") from None
+
+
 def _has_body(headers: dict[str, str]) -> bool:
     return headers.get("content-length", "0") not in ("", "0") or "transfer-encoding" in headers
 
@@ -430,6 +504,8 @@ def _parse_head(head: bytes) -> Request:
         if version == "HTTP/1.0":
             raise _BadRequest("Transfer-Encoding in an HTTP/1.0 request")
         codings = [c.strip().lower() for c in headers["transfer-encoding"].split(",")]
+        if not all(codings):
+            raise _BadRequest("an empty transfer coding in Transfer-Encoding")
         if codings[-1] != "chunked" or codings.count("chunked") != 1:
             raise _BadRequest("Transfer-Encoding must end in chunked, once")
         if len(codings) > 1:

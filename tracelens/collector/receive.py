@@ -16,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any, TypeVar, cast
 
 from tracelens.collector import journal, otlp
 from tracelens.collector.config import LARGE_BODY, CollectorConfig
@@ -29,6 +31,7 @@ from tracelens.ingest._common import json_cost
 from tracelens.ingest.otlp_proto import CheckedSpans
 
 log = logging.getLogger("tracelens.collector")
+_T = TypeVar("_T")
 
 
 class Status(Enum):
@@ -103,9 +106,7 @@ class Receiver:
     ) -> tuple[bytes, CheckedSpans]:
         data = body
         if (encoding or "identity").strip().lower() not in ("", "identity"):
-            data = await loop.run_in_executor(
-                self._pool, otlp.decompress, body, encoding, self.config.max_body_bytes
-            )
+            data = await self._in_pool(otlp.decompress, body, encoding, self.config.max_body_bytes)
         if media == otlp.JSON:
             cost = json_cost(data)
             if cost > self.config.decode_bytes:
@@ -114,10 +115,29 @@ class Receiver:
                     f"more than the {self.config.decode_bytes >> 20} MiB --memory-mb allows for "
                     "decoding; send protobuf (about 20x leaner to decode) or smaller batches"
                 )
+        # Large bodies are decoded one at a time and may use the whole decoding share; the
+        # small ones share it between the two threads.
+        share = self.config.decode_bytes
         if len(data) <= LARGE_BODY:
-            return data, await loop.run_in_executor(self._pool, otlp.decode, data, media)
+            return data, await self._in_pool(_decode_within, data, media, share // 2)
         async with self._large:
-            return data, await loop.run_in_executor(self._pool, otlp.decode, data, media)
+            return data, await self._in_pool(_decode_within, data, media, share)
+
+    async def _in_pool(self, work: Callable[..., _T], *args: Any) -> _T:
+        """``work(*args)`` on a decoding thread.  A refusal is raised here without the
+        thread's traceback and without the reference cycle an executor future makes (exception
+        -> traceback -> the future's frame -> the future -> exception): that cycle kept each
+        refused body (60 MiB) alive until the next full garbage collection, and 40 refused in a
+        row took the collector past its budget."""
+        ok, value = await asyncio.get_running_loop().run_in_executor(
+            self._pool, _captured, work, args
+        )
+        if ok:
+            return cast(_T, value)
+        try:
+            raise cast(BaseException, value)
+        finally:
+            del value
 
     async def _commit(
         self, loop: asyncio.AbstractEventLoop, checked: CheckedSpans, record: tuple[int, bytes]
@@ -134,6 +154,23 @@ class Receiver:
             log.debug("the store refused a batch: %s", result)  # the writer logs it once
             return Outcome(Status.FAILED, f"the journal failed; nothing was stored: {result}")
         return Outcome(Status.OK, checked=checked)
+
+
+def _captured(work: Callable[..., object], args: tuple[Any, ...]) -> tuple[bool, object]:
+    """``work(*args)``'s result, or a refusal it raised (bad or too large a body) without its
+    traceback; anything else (a decoder bug) propagates whole, to be logged with it."""
+    try:
+        return True, work(*args)
+    except (InputError, otlp.BodyTooLarge, otlp.UnsupportedMedia) as exc:
+        return False, exc.with_traceback(None)
+
+
+def _decode_within(data: bytes, media: str, allowance: int) -> CheckedSpans:
+    """``otlp.decode``, refused first (``BodyTooLarge``) when its spans and attributes would
+    take more than ``allowance`` bytes (JSON is bounded by ``json_cost`` before this)."""
+    if media == otlp.PROTOBUF:
+        otlp.check_decode_cost(data, allowance)
+    return otlp.decode(data, media)
 
 
 def _resolve(

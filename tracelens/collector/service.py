@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
+import resource
 import signal
 import sys
 import threading
@@ -45,6 +47,28 @@ log = logging.getLogger("tracelens.collector")
 Announce = Callable[[str], None]
 
 SHUTDOWN_GRACE_S = 30.0  # beyond drain_timeout_s: the most a stop may take before the watchdog
+FD_RESERVE_MIN = 128  # descriptors kept from HTTP connections: journal, store, gRPC, threads
+FD_RESERVE_MAX = 512
+
+
+def descriptor_headroom(wanted_connections: int) -> tuple[int, int]:
+    """``(connections, soft limit)``: raise the soft ``RLIMIT_NOFILE`` toward the hard limit (as
+    far as ``wanted_connections`` and a reserve need), then the HTTP connections that fit under
+    it with a quarter of it (128-512) kept for the journal, the store, gRPC's connections and
+    the threads.  Idle connections are evicted against this number, so sockets can never take
+    the descriptors the journal needs (an ``EMFILE`` there refuses every export)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    want = wanted_connections + FD_RESERVE_MAX
+    if soft != resource.RLIM_INFINITY and soft < want:
+        target = want if hard == resource.RLIM_INFINITY else min(want, hard)
+        if target > soft:
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+            soft = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+    if soft == resource.RLIM_INFINITY:
+        return wanted_connections, -1
+    reserve = min(FD_RESERVE_MAX, max(FD_RESERVE_MIN, soft // 4))
+    return max(16, min(wanted_connections, soft - reserve)), soft
 
 
 def run_collector(config: CollectorConfig, announce: Announce | None = None) -> None:
@@ -62,6 +86,13 @@ def _stderr(line: str) -> None:
 
 async def _serve(config: CollectorConfig, announce: Announce) -> None:
     stop = _on_signals()
+    connections, fd_limit = descriptor_headroom(config.max_connections)
+    if connections < config.max_connections:
+        announce(
+            f"at most {connections} HTTP connections (the open-file limit is {fd_limit}; raise "
+            "`ulimit -n` for more): idle ones are closed first when a new one needs room"
+        )
+        config = dataclasses.replace(config, max_connections=connections)
     store = DuckDBStore(config.db)
     store.set_memory_limit(config.duckdb_memory)
     store.set_threads(config.duckdb_threads)

@@ -25,6 +25,7 @@ class Stats:
             "spans_duplicate": 0,
             "spans_rejected": 0,
             "connections_evicted": 0,
+            "requests_cut_at_shutdown": 0,  # bodies still arriving when the drain began
             "batches_committed": 0,
             "merges": 0,
             "spans_recovered": 0,

@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
 import duckdb
@@ -295,7 +295,72 @@ class DuckDBStore:
         unknown = [c for c in cols if c not in COLUMNS]
         if unknown:
             raise ValueError(f"unknown span columns: {', '.join(unknown)}")
-        select = ", ".join(cols)
+        sql, params = self._select(cols, start_ns, end_ns)
+        self._heal()
+        with self._read_lock:
+            cur = self._reader.cursor()
+            try:
+                table = cur.sql(sql, params=params or None)
+                result = table.to_arrow_table()
+            except duckdb.Error as exc:
+                raise self._failed(exc, "reading spans") from None
+            finally:
+                cur.close()
+        if "attributes" in cols and result.schema.field("attributes").type != _MAP:
+            i = result.schema.get_field_index("attributes")
+            result = result.set_column(i, "attributes", _attribute_map(result.column(i)))
+        return result.cast(pa.schema([SPAN_SCHEMA.field(c) for c in cols]))
+
+    def read_batches(
+        self,
+        columns: Sequence[str] | None = None,
+        *,
+        start_ns: int | None = None,
+        end_ns: int | None = None,
+        batch_rows: int = 65_536,
+    ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
+        """What ``read`` returns, as its schema and batches of at most ``batch_rows`` spans made
+        as they are taken: memory is one batch (and DuckDB's own limit), whatever the store's
+        size.  The query runs on its own cursor, so a slow consumer holds up no other read."""
+        cols = list(columns) if columns else list(COLUMNS)
+        unknown = [c for c in cols if c not in COLUMNS]
+        if unknown:
+            raise ValueError(f"unknown span columns: {', '.join(unknown)}")
+        schema = pa.schema([SPAN_SCHEMA.field(c) for c in cols])
+        sql, params = self._select(cols, start_ns, end_ns)
+        self._heal()
+        with self._read_lock:
+            cur = self._reader.cursor()
+        try:
+            reader = cur.sql(sql, params=params or None).to_arrow_reader(batch_rows)
+        except duckdb.Error as exc:
+            cur.close()
+            raise self._failed(exc, "reading spans") from None
+
+        def batches() -> Iterator[pa.RecordBatch]:
+            try:
+                while True:
+                    try:
+                        batch = reader.read_next_batch()
+                    except StopIteration:
+                        return
+                    except duckdb.Error as exc:
+                        raise self._failed(exc, "reading spans") from None
+                    table = pa.Table.from_batches([batch])
+                    if "attributes" in cols and table.schema.field("attributes").type != _MAP:
+                        i = table.schema.get_field_index("attributes")
+                        table = table.set_column(i, "attributes", _attribute_map(table.column(i)))
+                    yield from table.cast(schema).to_batches()
+            finally:
+                cur.close()
+
+        return schema, batches()
+
+    def _select(
+        self, cols: list[str], start_ns: int | None, end_ns: int | None
+    ) -> tuple[str, list[int]]:
+        """The query ``read`` and ``read_batches`` run: whole traces whose first span starts in
+        [start_ns, end_ns)."""
         params: list[int] = []
         where = ""
         if start_ns is not None or end_ns is not None:
@@ -310,20 +375,7 @@ class DuckDBStore:
                 f" WHERE trace_id IN (SELECT trace_id FROM (SELECT trace_id, min(start_ns) AS t0 "
                 f"FROM {self._table} GROUP BY trace_id) WHERE {' AND '.join(conds)})"
             )
-        self._heal()
-        with self._read_lock:
-            cur = self._reader.cursor()
-            try:
-                table = cur.sql(f"SELECT {select} FROM {self._table}{where}", params=params or None)
-                result = table.to_arrow_table()
-            except duckdb.Error as exc:
-                raise self._failed(exc, "reading spans") from None
-            finally:
-                cur.close()
-        if "attributes" in cols and result.schema.field("attributes").type != _MAP:
-            i = result.schema.get_field_index("attributes")
-            result = result.set_column(i, "attributes", _attribute_map(result.column(i)))
-        return result.cast(pa.schema([SPAN_SCHEMA.field(c) for c in cols]))
+        return f"SELECT {', '.join(cols)} FROM {self._table}{where}", params
 
     def checkpoint(self) -> None:
         def work(con: duckdb.DuckDBPyConnection) -> int:
