@@ -422,12 +422,6 @@ def test_a_63_mib_body_of_empty_spans_is_refused_within_the_budget(tmp_path: Pat
     no_tracebacks(col)
 
 
-heavy = pytest.mark.skipif(
-    os.environ.get("TRACELENS_HEAVY", "") in ("", "0"), reason="heavy: set TRACELENS_HEAVY=1"
-)
-
-
-@heavy
 @pytest.mark.heavy
 def test_forty_60_mib_grpc_messages_of_empty_spans_stay_within_the_budget(tmp_path: Path) -> None:
     """The issue's case: 40 concurrent 60 MiB gRPC messages of empty spans reached 7,876 MiB
@@ -460,7 +454,6 @@ def test_forty_60_mib_grpc_messages_of_empty_spans_stay_within_the_budget(tmp_pa
     no_tracebacks(col)
 
 
-@heavy
 @pytest.mark.heavy
 def test_reading_1m_spans_through_the_api_stays_within_the_budget(tmp_path: Path) -> None:
     """The issue's case: one ``GET /v1/spans`` over 1M spans took the collector to 2,420 MiB
