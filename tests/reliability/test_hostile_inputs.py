@@ -43,6 +43,7 @@ FIXTURES = ROOT / "fixtures"
 TRACE = "0123456789abcdef0123456789abcdef"
 SPAN = "0123456789abcdef"
 
+
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "tracelens.cli", *args],
