@@ -150,6 +150,14 @@ def _grpc_storm(address: str | None, bodies: list[bytes]) -> int:
                 except grpc.RpcError as err:
                     assert err.code() is grpc.StatusCode.UNAVAILABLE
                     trailers = dict(err.trailing_metadata() or ())
+                    if "google.rpc.retryinfo-bin" not in trailers:
+                        # HTTP/2 REFUSED_STREAM (7): past the per-connection stream share
+                        # (grpc_server.per_connection_streams), the stream was not processed,
+                        # which is HTTP/2's own "retry this" (RFC 9113, 8.7).
+                        assert "error code 7" in (err.details() or ""), (err.details(), trailers)
+                        refused += 1
+                        pending.append(k)
+                        continue
                     info = error_details_pb2.RetryInfo.FromString(
                         trailers["google.rpc.retryinfo-bin"]
                     )
