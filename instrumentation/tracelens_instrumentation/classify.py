@@ -405,13 +405,18 @@ def _call_site_callee(code: types.CodeType, lasti: int) -> str:
     return text.split("(", 1)[0].strip().rsplit(".", 1)[-1]
 
 
+def torch_cuda_initialized() -> bool:
+    """Whether torch has initialised CUDA in this process (read from the loaded modules, never
+    imported: no CUDA import).  The one test of it (the sampler's rules here, ``gpu``)."""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    try:
+        return bool(torch.cuda.is_initialized())
+    except Exception:
+        return False
+
+
 def _device_runtime() -> bool:
     """A device runtime initialised in this process (read, never imported: no CUDA import)."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            if torch.cuda.is_initialized():
-                return True
-        except Exception:
-            pass
-    return any(name in sys.modules for name in _DEVICE_MODULES[1:])
+    return torch_cuda_initialized() or any(name in sys.modules for name in _DEVICE_MODULES[1:])

@@ -34,7 +34,7 @@ import threading
 import time
 from typing import Any, Final
 
-from tracelens_instrumentation import _runtime, measure
+from tracelens_instrumentation import _runtime, classify, measure
 from tracelens_instrumentation import attributes as A
 from tracelens_instrumentation import gpu_attribution as G
 
@@ -82,15 +82,7 @@ def measured(trace_id: int) -> bool:
 
 def device_runtime_in_use() -> bool:
     """A CUDA runtime initialised in this process (read from loaded modules, never imported)."""
-    torch = sys.modules.get("torch")
-    if torch is not None:
-        try:
-            if torch.cuda.is_initialized():
-                return True
-        except Exception:
-            pass
-    cupy = sys.modules.get("cupy")
-    return cupy is not None and "cupy.cuda" in sys.modules
+    return classify.torch_cuda_initialized() or "cupy.cuda" in sys.modules
 
 
 def detect(now_ns: int) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import gzip
 import resource
 import socket
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 import httpx
 import psutil
 from opentelemetry.exporter.otlp.proto.common.trace_encoder import encode_spans
-from test_collector_support import Collector, make_spans
+from test_collector_support import ROOT, Collector, make_spans
 
 PROTO = {"Content-Type": "application/x-protobuf"}
 JSON = {"Content-Type": "application/json"}
@@ -155,3 +157,22 @@ def no_tracebacks(col: Collector) -> None:
     """After ``col.stop()``: the collector's stderr holds no Python traceback."""
     text = "\n".join(col.lines)
     assert "Traceback" not in text, text[-3000:]
+
+
+def cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """``tracelens ARGS`` in a fresh process, from the checkout's root."""
+    return subprocess.run(
+        [sys.executable, "-m", "tracelens.cli", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=timeout,
+    )
+
+
+def clean_exit_2(result: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """Exit 2, no traceback, and every needle (the file, the field) in the message."""
+    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    for needle in needles:
+        assert needle in result.stderr, (needle, result.stderr[-2000:])

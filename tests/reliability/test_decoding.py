@@ -20,7 +20,17 @@ from pathlib import Path
 import httpx
 import psutil
 import pytest
-from hostile_support import JSON, PROTO, MiB, PeakRss, gzip_bomb, no_tracebacks, valid_body
+from hostile_support import (
+    JSON,
+    PROTO,
+    MiB,
+    PeakRss,
+    clean_exit_2,
+    cli,
+    gzip_bomb,
+    no_tracebacks,
+    valid_body,
+)
 from test_collector_support import ROOT, Collector, start_collector
 
 from tracelens.collector import otlp
@@ -220,23 +230,6 @@ def test_collector_refuses_60_mib_of_empty_resource_spans_and_keeps_serving(
 # ---- files: analyze and import ------------------------------------------------------------------
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracelens.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-    )
-
-
-def _clean_exit_2(result: subprocess.CompletedProcess[str], *needles: str) -> None:
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert "Traceback" not in result.stderr
-    for needle in needles:
-        assert needle in result.stderr, result.stderr[-2000:]
-
-
 @pytest.fixture(scope="module")
 def bad_files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     d = tmp_path_factory.mktemp("files")
@@ -258,8 +251,8 @@ def test_deep_jsonl_is_a_clean_error_naming_file_and_line(
     command: str, bad_files: dict[str, Path], tmp_path: Path
 ) -> None:
     extra = ["--db", str(tmp_path / "s.duckdb")] if command == "import" else []
-    result = _cli(command, str(bad_files["deep"]), *extra)
-    _clean_exit_2(result, f"{bad_files['deep']}:2", "nested deeper than")
+    result = cli(command, str(bad_files["deep"]), *extra, timeout=120)
+    clean_exit_2(result, f"{bad_files['deep']}:2", "nested deeper than")
 
 
 @pytest.mark.parametrize("command", ["analyze", "import"])
@@ -267,8 +260,8 @@ def test_lone_surrogate_is_a_clean_error_naming_file_and_line(
     command: str, bad_files: dict[str, Path], tmp_path: Path
 ) -> None:
     extra = ["--db", str(tmp_path / "s.duckdb")] if command == "import" else []
-    result = _cli(command, str(bad_files["surrogate"]), *extra)
-    _clean_exit_2(result, f"{bad_files['surrogate']}:2", "lone surrogate \\udc00")
+    result = cli(command, str(bad_files["surrogate"]), *extra, timeout=120)
+    clean_exit_2(result, f"{bad_files['surrogate']}:2", "lone surrogate \\udc00")
 
 
 def test_lone_surrogate_in_a_document_names_its_line(bad_files: dict[str, Path]) -> None:

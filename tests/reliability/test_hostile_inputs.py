@@ -17,7 +17,6 @@ import os
 import shutil
 import stat
 import subprocess
-import sys
 import time
 import tracemalloc
 import zlib
@@ -30,7 +29,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from google.protobuf import json_format
-from hostile_support import JSON, PROTO, MiB, no_tracebacks, valid_body
+from hostile_support import JSON, PROTO, MiB, clean_exit_2, cli, no_tracebacks, valid_body
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from test_collector_support import ROOT, Collector, start_collector
 
@@ -44,27 +43,10 @@ TRACE = "0123456789abcdef0123456789abcdef"
 SPAN = "0123456789abcdef"
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "tracelens.cli", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=300,
-    )
-
-
-def _clean_exit_2(result: subprocess.CompletedProcess[str], *needles: str) -> None:
-    assert result.returncode == 2, (result.returncode, result.stderr[-2000:])
-    assert "Traceback" not in result.stderr, result.stderr[-3000:]
-    for needle in needles:
-        assert needle in result.stderr, (needle, result.stderr[-2000:])
-
-
 def _run(command: str, target: Path, tmp_path: Path, *flags: str) -> subprocess.CompletedProcess:
     if command == "import":
-        return _cli("import", str(target), "--db", str(tmp_path / "s.duckdb"), *flags)
-    return _cli("analyze", *flags, str(target))
+        return cli("import", str(target), "--db", str(tmp_path / "s.duckdb"), *flags)
+    return cli("analyze", *flags, str(target))
 
 
 @pytest.fixture(params=[True, False], ids=["compiled", "python"])
@@ -195,7 +177,7 @@ def test_cli_long_number_exit_2_names_file_and_field(
     path = tmp_path / f"{place}.json"
     path.write_text(_number_doc(place, 5000))
     result = _run(command, path, tmp_path)
-    _clean_exit_2(result, str(path), f"field {NUMBER_PLACES[place][1]}", "5000 digits")
+    clean_exit_2(result, str(path), f"field {NUMBER_PLACES[place][1]}", "5000 digits")
 
 
 def test_long_number_in_json_lines_names_line_and_field(tmp_path: Path) -> None:
@@ -243,7 +225,7 @@ def test_a_cpu_stack_count_that_is_no_int64_is_a_malformed_entry_not_a_traceback
     )
     path = tmp_path / "stacks.json"
     path.write_text(_otlp(fields))
-    result = _cli("analyze", str(path))
+    result = cli("analyze", str(path))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "Traceback" not in result.stderr
 
@@ -453,10 +435,10 @@ def test_a_span_set_off_the_layout_is_exit_2_naming_file_and_column(
     change, expected = BAD_SETS[case]
     pq.write_table(change(pq.read_table(part)), part)
     if command == "import":
-        result = _cli("import", str(bad), "--db", str(tmp_path / "s.duckdb"))
+        result = cli("import", str(bad), "--db", str(tmp_path / "s.duckdb"))
     else:
-        result = _cli("analyze", "--parquet", str(bad))
-    _clean_exit_2(result, str(part), expected)
+        result = cli("analyze", "--parquet", str(bad))
+    clean_exit_2(result, str(part), expected)
     assert not (tmp_path / "s.duckdb").exists() or "storing spans failed" not in result.stderr
 
 
@@ -468,10 +450,10 @@ def test_a_layout_file_nested_100k_deep_is_exit_2(
     shutil.copytree(good_set, bad)
     (bad / LAYOUT_FILE).write_text("[" * 100_000 + "]" * 100_000)
     if command == "import":
-        result = _cli("import", str(bad), "--db", str(tmp_path / "s.duckdb"))
+        result = cli("import", str(bad), "--db", str(tmp_path / "s.duckdb"))
     else:
-        result = _cli("analyze", "--parquet", str(bad))
-    _clean_exit_2(result, str(bad / LAYOUT_FILE), "nested too deeply")
+        result = cli("analyze", "--parquet", str(bad))
+    clean_exit_2(result, str(bad / LAYOUT_FILE), "nested too deeply")
 
 
 def test_a_good_span_set_still_reads_back_the_same(good_set: Path) -> None:
@@ -492,10 +474,10 @@ def test_export_follows_the_store_mode(
 ) -> None:
     db = tmp_path / "s.duckdb"
     fixture = FIXTURES / "otlp/opentelemetry-proto_examples_trace.json"
-    assert _cli("import", str(fixture), "--db", str(db)).returncode == 0
+    assert cli("import", str(fixture), "--db", str(db)).returncode == 0
     db.chmod(store_mode)
     out = tmp_path / "set"
-    result = _cli("export", "--db", str(db), "--parquet", str(out))
+    result = cli("export", "--db", str(db), "--parquet", str(out))
     assert result.returncode == 0, result.stderr
     modes = {
         p.relative_to(out).as_posix(): stat.S_IMODE(p.stat().st_mode)
@@ -574,7 +556,7 @@ def test_missing_times_are_zero_in_both_encodings_and_the_span_is_analysed(
         .select(["trace_id", "span_id", "start_ns", "end_ns"])
         .equals(tables[1].select(["trace_id", "span_id", "start_ns", "end_ns"]))
     )
-    result = _cli("analyze", "--format", "json", str(as_json))
+    result = cli("analyze", "--format", "json", str(as_json))
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert report["summary"]["spans"] == 1
