@@ -47,7 +47,7 @@ from __future__ import annotations
 import json
 import re
 import struct
-from base64 import b64decode, urlsafe_b64decode
+from base64 import b64decode, b64encode, urlsafe_b64decode, urlsafe_b64encode
 from binascii import Error as B64Error
 from collections import deque
 from collections.abc import Sequence
@@ -64,6 +64,10 @@ MAX_VECTOR: Final = 16384  # floats of a numeric vector (an embedding), hashed i
 MAX_DEPTH: Final = 12
 MAX_BYTES: Final = 16384
 MAX_FPS: Final = 16
+# An argument list keeps more: forms (parts, decodings, runs of an id's tokens) add entries, and
+# a link cut off the list is a dependency missed.  A list of ``MAX_FPS`` or more entries is
+# never counted as complete by the analyzer (older instrumentation cut it there).
+ARG_MAX_FPS: Final = 32
 # The values too common to say anything about data flow (docs/attributes.md, "Value fingerprints"):
 # None, booleans, "", -1, 0 and 1.  Every other int and string is fingerprinted, small ids and
 # short keys included: a lookup that returns id 7 which the next hop takes is a data flow.
@@ -487,31 +491,60 @@ def _decoded(token: str) -> list[str]:
 
 def arg_forms(value: str) -> list[str]:
     """Fingerprints of an argument string's parts (path segments, query values, a header's
-    credential) and their lower case; ``[DERIVED_FP]`` for a digest-shaped value."""
+    credential), their URL-decoded forms and lower case, then the runs of their fine tokens
+    (``_joins``), the last part's first (ids sit at the end of a URL more often than in its
+    host); ``[DERIVED_FP]`` for a digest-shaped value.  At most about ``MAX_FORMS``."""
     if looks_derived(value):
         return [DERIVED_FP]
     out: list[str] = []
+
+    def add(form: str) -> None:
+        fp = _str_fp(form)
+        if fp not in out:
+            out.append(fp)
+        if form.isascii() and form.isdigit() and len(form) <= 18:
+            out.append(short(_digest(_enc_int(int(form)))))
+
+    runs: list[str] = []
     for part in _PARTS_RE.split(value):
         part = part.strip(_TOKEN_STRIP)
         if not part or part == value:
             continue
-        # (The result side adds every case and decoding of its tokens: here, two forms do.)
+        # (The result side adds every case and decoding of its tokens: here, a few forms do.)
         plain = unquote_plus(part) if ("%" in part or "+" in part) else part
-        for form in dict.fromkeys((part, plain, plain.lower())):  # ordered: stable lists
-            fp = _str_fp(form)
-            if fp not in out:
-                out.append(fp)
-            if part.isascii() and part.isdigit() and len(part) <= 18:
-                out.append(short(_digest(_enc_int(int(part)))))
+        # The decoded part's own parts (``name=invoice%20INV-7.pdf``).
+        inner = [p.strip(_TOKEN_STRIP) for p in _PARTS_RE.split(plain)] if plain != part else []
+        for form in dict.fromkeys((part, plain, plain.lower(), *inner)):  # ordered: stable
+            if form:
+                add(form)
         if looks_derived(part) and DERIVED_FP not in out:
             out.append(DERIVED_FP)
+        runs = [j for p in (*inner, plain) if p for j in _joins(p)] + runs
+        if len(out) >= MAX_FORMS:
+            return out
+    for run in dict.fromkeys(runs):
+        add(run)
         if len(out) >= MAX_FORMS:
             break
     return out
 
 
-def _token_forms(token: str) -> list[str]:
-    """A result token's parts (split at separators) and their decoded / re-cased forms."""
+def _encoded(token: str) -> list[str]:
+    """The encodings a later hop may send a token in: base64 (standard and URL-safe, with and
+    without padding: a ``Basic`` credential, a token in a header) and hex."""
+    raw = token.encode("utf-8", "surrogatepass")
+    std = b64encode(raw).decode()
+    out = [std, std.rstrip("=")]
+    safe = urlsafe_b64encode(raw).decode()
+    if safe != std:
+        out += [safe, safe.rstrip("=")]
+    out.append(raw.hex())
+    return list(dict.fromkeys(out))
+
+
+def _token_forms(token: str, encode: bool = True) -> list[str]:
+    """A result token's parts (split at separators), their decoded / re-cased forms, and the
+    token's base64 and hex encodings (a value sent encoded, as a ``Basic`` credential is)."""
     found: list[str] = []
     for part in dict.fromkeys((token, *(p for p in _PARTS_RE.split(token) if p))):
         part = part.strip(_TOKEN_STRIP)
@@ -521,7 +554,35 @@ def _token_forms(token: str) -> list[str]:
         for form in _decoded(part):
             found.append(form)
             found.extend(p for p in _PARTS_RE.split(form) if p and p != form)
+    if encode and len(token) >= MIN_ENCODED:
+        found.extend(_encoded(token))
     return found
+
+
+_FINE_RE: Final = re.compile(r"([._:@+~-])")
+MIN_ENCODED: Final = 4  # result tokens this long also get their encodings
+MAX_FINE: Final = 6  # an argument part of more fine tokens gets only single tokens and pairs
+
+
+def _joins(part: str) -> list[str]:
+    """Runs of an argument part's fine tokens (split at ``. _ : @ + ~ -``) with their
+    separators, the part itself left out: ``INV-7-485.pdf`` gives ``INV-7-485``, ``7-485``,
+    ``485.pdf``, ...  A value taken into a file name, a slug or a compound id links through
+    them."""
+    pieces = _FINE_RE.split(part)
+    words = pieces[0::2]
+    if len(words) < 2:
+        return []
+    longest = len(words) if len(words) <= MAX_FINE else 2
+    out: list[str] = []
+    for size in range(longest, 0, -1):
+        for i in range(len(words) - size + 1):
+            if size == len(words):
+                continue
+            run = "".join(pieces[2 * i : 2 * (i + size) - 1])
+            if run and any(c.isalnum() for c in run):
+                out.append(run)
+    return out
 
 
 def _json_in_strings(doc: Any) -> list[Any]:
@@ -602,6 +663,36 @@ def text_fps(value: str, fps: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(out)
 
 
+MAX_RECORDED_TOKENS: Final = 2048  # tokens of one recorded text expanded by ``recorded_forms``
+
+
+def recorded_forms(text: str, encode: bool = False) -> str:
+    """A recorded text (a tool call's arguments or result, a URL, a message) followed by every
+    form its tokens may take on the way to the next hop, in lower case: each token's parts and
+    its URL-, base64- and hex-decoded forms (and, with ``encode``, for a result, its base64 and
+    hex encodings), with JSON string escapes undone.  The analyzer
+    compares recorded values of spans it did not fingerprint in this space, so a value that flows
+    re-encoded, re-cased or inside a JSON string links as the decorator's fingerprints link it
+    (issue 25; docs/attributes.md, "Forms").  Bounded by ``MAX_BYTES`` characters and
+    ``MAX_RECORDED_TOKENS`` tokens."""
+    plain = text[:MAX_BYTES].replace("\\", " ")
+    out = [plain]
+    for token in _TOKEN_RE.findall(plain)[:MAX_RECORDED_TOKENS]:
+        token = token.strip(_TOKEN_STRIP)
+        if token:
+            out.extend(_token_forms(token, encode))
+    return " ".join(out).lower()
+
+
+def has_derived(text: str) -> bool:
+    """Whether a recorded text holds a token shaped like a digest or a signature
+    (``looks_derived``): a value only computation makes, which no text match can trace back."""
+    return any(
+        looks_derived(t.strip(_TOKEN_STRIP))
+        for t in _TOKEN_RE.findall(text[:MAX_BYTES].replace("\\", " "))
+    )
+
+
 def collect_fps(parts: Sequence[list[tuple[int, bytes]]], limit: int = MAX_FPS) -> list[str]:
     """Short fingerprints of several values' candidate parts: shallow first, unique, bounded."""
     merged: list[tuple[int, bytes]] = []
@@ -631,6 +722,41 @@ def value_ref(value: Any) -> tuple[bytes, list[tuple[int, bytes]]]:
         return bytes((len(enc),)) + enc, []
     fp = fingerprint(value)
     return b"\xff" + fp.digest, fp.parts
+
+
+def arg_value_ref(value: Any) -> tuple[bytes, list[tuple[int, bytes]]]:
+    """``value_ref`` of an argument: a container's parts also hold the forms of the structured
+    strings inside it (``nested_arg_forms``)."""
+    ref, parts = value_ref(value)
+    typ = type(value)
+    if typ is dict or typ is list or typ is tuple:
+        forms = nested_arg_forms(value)
+        if forms:
+            return ref, [*parts, *((1, bytes.fromhex(f)) for f in forms)]
+    return ref, parts
+
+
+MAX_NESTED: Final = 64  # values of a container argument looked at for forms
+
+
+def nested_arg_forms(value: Any) -> list[str]:
+    """``arg_forms`` of the structured strings inside a container argument (a header's
+    ``Basic <base64>`` in ``headers={...}``, a URL in a request dict), visited breadth-first
+    and iteratively, at most ``MAX_NESTED`` values and ``MAX_FORMS`` forms."""
+    out: list[str] = []
+    todo: list[Any] = [value]
+    seen = 0
+    while todo and seen < MAX_NESTED and len(out) < MAX_FORMS:
+        item = todo.pop(0)
+        seen += 1
+        typ = type(item)
+        if typ is dict:
+            todo.extend(item.values())
+        elif typ is list or typ is tuple:
+            todo.extend(item)
+        elif typ is str and has_forms(item):
+            out.extend(f for f in arg_forms(item) if f not in out)
+    return out[:MAX_FORMS]
 
 
 _NONE_HEX: Final = _digest(b"n").hex()
@@ -695,7 +821,7 @@ def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str
             chunks.append(bytes((len(enc),)) + enc)  # 9 bytes or 4: always inline
             continue
         else:
-            ref, value_parts = value_ref(value)
+            ref, value_parts = arg_value_ref(value)
             chunks.append(ref)
             if value_parts:
                 if found is None:
@@ -720,7 +846,12 @@ def args_fingerprint(names: Sequence[bytes], values: Sequence[Any]) -> tuple[str
         return args_hash, ()
     if len(found) == 1:
         return args_hash, (found[0][1][:FP_SIZE].hex(),)
-    return args_hash, tuple(collect_fps([found]))
+    return args_hash, tuple(collect_fps([found], ARG_MAX_FPS))
+
+
+def collect_arg_fps(parts: Sequence[list[tuple[int, bytes]]]) -> list[str]:
+    """``collect_fps`` for an argument list (``ARG_MAX_FPS`` entries)."""
+    return collect_fps(parts, ARG_MAX_FPS)
 
 
 def _scalar_hex(value: Any) -> str:
@@ -843,7 +974,7 @@ def _load_native() -> Any:
     module: Any = _native.load("tracelens_instrumentation._speedups")
     if module is None:
         return None
-    module.install(py_args_fingerprint, py_result_fingerprint, value_ref, collect_fps)
+    module.install(py_args_fingerprint, py_result_fingerprint, arg_value_ref, collect_arg_fps)
     return module
 
 

@@ -32,6 +32,8 @@ from tracelens_instrumentation.fingerprint import (
     MAX_FPS,
     OPAQUE_FP,
     TEXT_FP,
+    has_derived,
+    recorded_forms,
 )
 from tracelens_instrumentation.fingerprint import py_result_fingerprint as result_fingerprint
 
@@ -109,6 +111,9 @@ _VOLATILE_SQL = (
 _VOLATILE_WORDS = (
     "time|now|clock|timestamp|date|today|random|rand|uuid|nonce|otp|token|captcha|shuffle"
     "|sample|dice|roll|live|realtime|ticker|quote|price|prices|stream|tail"
+    # Time-relative reads: what is current, latest, next or pending now is not what it was.
+    "|current|latest|recent|newest|next|pending|unread|inbox|feed|trending|status|health"
+    "|heartbeat|ping"
 )
 # GraphQL: the operation type says whether it writes (``graphql.operation.type``), else the
 # document's first keyword (``graphql.document``).
@@ -198,6 +203,9 @@ class Features:
     identity: np.ndarray  # uint64 hash of the caller's identity, 0 when none was recorded
     recorded_args: pl.Series  # recorded argument text (tool arguments, query text, URL)
     recorded_result: pl.Series  # recorded result text (tool call result, output messages)
+    recorded_forms_args: pl.Series  # recorded_args with every form of its tokens, lower case
+    recorded_forms_result: pl.Series  # recorded_result likewise (``recorded_forms``)
+    recorded_derived: np.ndarray  # recorded_args hold a digest-shaped token
     covered: np.ndarray  # every argument fingerprinted (tracelens spans; no opaque, no cut-off)
     text_result: np.ndarray  # the result is free text (or not recorded): may flow transformed
     decision: np.ndarray  # the result is a boolean: what follows may run only because of it
@@ -205,6 +213,7 @@ class Features:
     resource: np.ndarray  # uint64 id of what it reads or writes (table, URL prefix), 0 unknown
     contended: np.ndarray  # uint64 id of a lock / semaphore / pool it waits on, 0 none
     derived: np.ndarray  # takes a value only computation makes (a hash, a signature)
+    may_write: np.ndarray  # a leaf tool or client call of unknown effect (``_may_write``)
     has_arg_fps: np.ndarray  # per-argument fingerprints written (an empty list counts)
 
 
@@ -608,6 +617,12 @@ def features(spans: pl.DataFrame) -> Features:
     result = np.where(inherit, result[p], result)
     has_result = np.where(inherit, has_result[p], has_result)
     write, reasons = _write_reasons(attrs, spans["name"], spans)
+    read_only = _read_only(attrs, spans["name"], write)
+    # Recorded texts matter only where some result was recorded: else two nulls, cheaply.
+    recorded_args = _text_of(
+        attrs, (A.GEN_AI_TOOL_CALL_ARGUMENTS, *_SQL_KEYS, *_URL_KEYS) if recorded.height else ()
+    )
+    recorded_result = _text_of(attrs, _RESULT_KEYS if recorded.height else ())
     marks = spans.select(
         # Complete only where the per-argument fingerprints were written (an empty list: every
         # argument too common to link anything); ``args_hash`` alone, as older instrumentation
@@ -643,14 +658,14 @@ def features(spans: pl.DataFrame) -> Features:
         error=kinds["error"].to_numpy(),
         write=write,
         write_reasons=reasons,
-        read_only=_read_only(attrs, spans["name"], write),
+        read_only=read_only,
         paged=_paged(attrs),
         identity=_identity(attrs, spans),
-        # Recorded texts matter only where some result was recorded: else two nulls, cheaply.
-        recorded_args=_text_of(
-            attrs, (A.GEN_AI_TOOL_CALL_ARGUMENTS, *_SQL_KEYS, *_URL_KEYS) if recorded.height else ()
-        ),
-        recorded_result=_text_of(attrs, _RESULT_KEYS if recorded.height else ()),
+        recorded_args=recorded_args,
+        recorded_result=recorded_result,
+        recorded_forms_args=_by_value(recorded_args, recorded_forms),
+        recorded_forms_result=_by_value(recorded_result, _result_forms),
+        recorded_derived=_which(recorded_args, has_derived),
         covered=marks["covered"].to_numpy() & instr,
         text_result=marks["text"].to_numpy(),
         decision=marks["decision"].to_numpy(),
@@ -659,7 +674,33 @@ def features(spans: pl.DataFrame) -> Features:
         contended=_contended(spans),
         derived=marks["derived"].to_numpy(),
         has_arg_fps=spans["arg_fps"].is_not_null().to_numpy(),
+        may_write=_may_write(attrs, spans, write, read_only, kinds["cpu"].to_numpy()),
     )
+
+
+def _result_forms(text: str) -> str:
+    """A recorded result in the forms a later hop may send it in (encodings too)."""
+    return recorded_forms(text, encode=True)
+
+
+def _may_write(
+    attrs: _Attrs, spans: pl.DataFrame, write: np.ndarray, read_only: np.ndarray, cpu: np.ndarray
+) -> np.ndarray:
+    """Calls that may have changed state though nothing names an effect: a tool call or an
+    outgoing (client) call that is not known to only read, nor a model call nor CPU work, and
+    calls nothing traced itself (an enclosing span is not a call between two others).  A
+    repeat after one of these in its trace may read what it changed: no cache finding rests on
+    the hope that it did not (issue 25, "an effect no verb list names")."""
+    n = attrs.n
+    tool = (spans["span_kind"] == "client").fill_null(False).to_numpy().copy()
+    tool[attrs.first((A.GEN_AI_TOOL_NAME,))["_i"].to_numpy()] = True
+    oi = attrs.first((A.OPENINFERENCE_SPAN_KIND,))
+    tool[oi["_i"].to_numpy()[(oi["value"].str.to_uppercase() == "TOOL").to_numpy()]] = True
+    parent = spans["_parent"].to_numpy()
+    leaf = np.ones(n, dtype=bool)
+    leaf[parent[parent >= 0]] = False
+    model = spans["model_call"].fill_null(False).to_numpy()
+    return tool & leaf & (write < 0) & ~read_only & ~model & ~cpu
 
 
 def _volatile(attrs: _Attrs, names: pl.Series) -> np.ndarray:

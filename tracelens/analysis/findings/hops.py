@@ -515,20 +515,30 @@ def _recorded_unlinked(
 ) -> np.ndarray:
     """Per pair of spans (a before b): both recorded their arguments, a its result, no token of
     a's arguments is in b's when a may change state, and no token of a's result (2+ characters
-    or a number, not one a took as an argument itself) occurs in b's arguments."""
-    args, out = fe.recorded_args, fe.recorded_result
+    or a number, not one a took as an argument itself) occurs in b's arguments, compared in
+    every form a value takes on the way (``Features.recorded_forms_*``: parts, decodings, lower
+    case); and b takes no digest-shaped value, which only computation makes."""
+    args, out = fe.recorded_forms_args, fe.recorded_forms_result
     frame = pl.DataFrame(
         {
             "k": np.arange(len(a)),
             "out": out.gather(a),
             "own": args.gather(a_args),
             "arg": args.gather(b),
+            # A digest or signature among b's arguments may be computed from a's result:
+            # no text match can show it is not (issue 25).
+            "derived": fe.recorded_derived[b],
             # A call not known to only read may change what its arguments name (a ticket
             # moved to another state, then read): the resource links it to what takes it next.
             "writes": ~fe.read_only[a] | fe.decision[a],
         }
     )
-    known = frame["out"].is_not_null() & frame["arg"].is_not_null() & frame["own"].is_not_null()
+    known = (
+        frame["out"].is_not_null()
+        & frame["arg"].is_not_null()
+        & frame["own"].is_not_null()
+        & ~frame["derived"]
+    )
     hit = np.zeros(len(a), dtype=bool)
     if not known.any():
         return hit

@@ -380,8 +380,9 @@ def _written_between(tl: Timeline, fe: Features, fills: np.ndarray, hits: np.nda
     """Whether a call that changes state may have touched what the hit reads between the call
     that filled the entry and the hit: a write to the same resource (table, URL prefix, GraphQL
     schema) anywhere, or a write whose resource is unknown in the hit's own trace (it may have
-    touched anything there: GET cart, POST item, GET cart)."""
-    writes = np.flatnonzero(fe.write >= 0)
+    touched anything there: GET cart, POST item, GET cart).  A tool or client call of unknown
+    effect (``Features.may_write``) counts as such a write: unsure is no finding."""
+    writes = np.flatnonzero((fe.write >= 0) | fe.may_write)
     if len(writes) == 0 or len(hits) == 0:
         return False
     with np.errstate(over="ignore"):
@@ -473,6 +474,10 @@ def _cacheable(
     identical: bool | None = (n_changed == 0) if results_known else None
     if n_changed:
         identical = False
+    if identical is None and not fe.read_only[hit_rows].all():
+        # Neither what it does nor what it answers is known: nothing positive says a cache
+        # may serve it (it may take a job, place an order, read the clock), so no finding.
+        return None
     sources = {KEY_SOURCES[int(s)] for s in np.unique(fe.key_source[hit_rows]) if s >= 0}
     r0 = spans.row(int(hit_rows[0]), named=True)
     name, service = str(r0["name"]), str(r0["service"])
