@@ -18,9 +18,11 @@ DOC_INTRO = """\
 real instrumentation, with the verdict a careful engineer gives it.  They are the independent
 truth the analyzer's `parallelizable`, `cacheable` and `polling` findings are scored against
 (`tests/test_verdicts.py`, issue 12).  This page and `labels.json` are written by
-`python scripts/make_verdict_corpus.py` from the case code itself: the reasoning below is the
-docstring of the function that runs the agent, next to the data flow it describes.  **No label
-was derived from what tracelens reports.**
+`python scripts/make_verdict_corpus.py` from the case table (`scripts/verdict_corpus/cases_*.py`):
+each case is one entry naming its builder (the agent code or the traces, in `agents_*.py` /
+`traces_*.py`), its labels and the reasoning below, next to each other
+(`tests/test_verdict_corpus.py` checks the committed files are what the table says).  **No
+label was derived from what tracelens reports.**
 
 ## How the cases are made
 
