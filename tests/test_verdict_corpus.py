@@ -49,8 +49,9 @@ def test_every_case_has_labels_and_a_builder_of_its_source() -> None:
     for name, case in CASES.items():
         assert case.source in ("decorator", "otel"), name
         assert case.cache, name  # every operation is labelled (test_verdicts checks which)
-        arity = len(inspect.signature(case.build).parameters)
-        assert arity == (1 if case.source == "otel" else 0), (name, case.build)
+        params = inspect.signature(case.build).parameters.values()
+        unbound = [p.name for p in params if p.default is inspect.Parameter.empty]
+        assert unbound == (["rng"] if case.source == "otel" else []), (name, case.build)
 
 
 def test_labels_json_is_the_table() -> None:

@@ -6,6 +6,8 @@ labels, and the reasoning behind them, next to each other.
 
 from __future__ import annotations
 
+from functools import partial
+
 from . import agents_round2, traces_round2
 from .labels import ROOT_NC, Case, cache, dep, ind, nc
 
@@ -113,7 +115,14 @@ CASES = [
         name="held_workspace_header_get",
         pattern=["per_user", "tenant_keyed", "held_out"],
         source="otel",
-        build=traces_round2.held_workspace_header_get,
+        build=partial(
+            traces_round2.header_keyed_get,
+            route="GET /home",
+            path="/v1/dashboard",
+            ms=25,
+            header="x-workspace-id",
+            keys=[f"ws-{40 + i}" for i in range(4)],
+        ),
         reasoning="""
         GET /v1/dashboard, the same URL in every trace, per workspace only by the header
         ``http.request.header.x-workspace-id``. A cache keyed by the URL would leak across

@@ -6,6 +6,8 @@ labels, and the reasoning behind them, next to each other.
 
 from __future__ import annotations
 
+from functools import partial
+
 from . import agents_round2, traces_round2
 from .labels import ROOT_NC, Case, dep, nc
 
@@ -281,7 +283,14 @@ CASES = [
         name="tenant_header_get",
         pattern=["per_user", "tenant_keyed"],
         source="otel",
-        build=traces_round2.tenant_header_get,
+        build=partial(
+            traces_round2.header_keyed_get,
+            route="GET /reports",
+            path="/v1/reports/summary",
+            ms=30,
+            header="x-tenant-id",
+            keys=[f"t-{100 + i}" for i in range(5)],
+        ),
         reasoning="""
         GET /v1/reports/summary, the same URL in every trace, told apart per tenant only
         by the ``http.request.header.x-tenant-id`` header. A cache keyed by the URL would

@@ -6,6 +6,8 @@ labels, and the reasoning behind them, next to each other.
 
 from __future__ import annotations
 
+from functools import partial
+
 from . import traces_round1
 from .labels import ROOT_NC, Case, cache, dep, ind, nc
 
@@ -161,7 +163,15 @@ CASES = [
         name="volatile_sql_nextval",
         pattern=["volatile_sql", "write"],
         source="otel",
-        build=traces_round1.volatile_sql_nextval,
+        build=partial(
+            traces_round1.sql_pair,
+            route="POST /orders",
+            method="POST",
+            queries=[
+                ("SELECT nextval", "SELECT nextval('orders_id_seq')", 5),
+                ("INSERT orders", "INSERT INTO orders (id, customer_id) VALUES ($1, $2)", 12),
+            ],
+        ),
         reasoning="""
         SELECT nextval('orders_id_seq') then INSERT INTO orders with that id. nextval
         returns a new number on every call, so the identical query text must never be
@@ -188,7 +198,15 @@ CASES = [
         name="volatile_sql_now_random",
         pattern=["volatile_sql", "independent"],
         source="otel",
-        build=traces_round1.volatile_sql_now_random,
+        build=partial(
+            traces_round1.sql_pair,
+            route="GET /home",
+            method="GET",
+            queries=[
+                ("SELECT now", "SELECT now()", 15),
+                ("SELECT featured", "SELECT id, title FROM products ORDER BY random() LIMIT 3", 25),
+            ],
+        ),
         reasoning="""
         SELECT now() and SELECT ... ORDER BY random() LIMIT 3 (featured products),
         sequential. Both change on every call by design: never cacheable. Neither reads

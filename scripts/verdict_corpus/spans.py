@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ class Node:
     error: str | None = None
 
 
-Traces = list[tuple[float, Node]]  # (start offset in seconds, root span)
+Trace = tuple[float, Node]  # (start offset in seconds, root span)
 
 
 def seq(items: list[Node | float], t0: float = 1.0) -> tuple[list[Node], float]:
@@ -54,7 +54,7 @@ def root(name: str, items: list[Node | float], kind: str = "server", **attrs: An
     return Node(name, 0.0, end + 1.0, kind, attrs, children)
 
 
-def write_otel(path: Path, service: str, traces: list[tuple[float, Node]], seed: int) -> None:
+def write_otel(path: Path, service: str, traces: list[Trace], seed: int) -> None:
     """Export ``traces`` (start offset in seconds, root) through the real SDK."""
     from opentelemetry import trace as otel
     from opentelemetry.sdk.resources import Resource
@@ -156,6 +156,16 @@ def sql(name: str, text: str, dur: float, **extra: Any) -> Node:
     return Node(name, 0, dur, "client", attrs)
 
 
+def server(name: str, items: list[Node | float], method: str = "GET") -> Node:
+    """A service's own endpoint (an HTTP SERVER span) over its hops."""
+    return root(name, items, **{"http.request.method": method})
+
+
+def workflow(items: list[Node | float]) -> Node:
+    """A deterministic support workflow (an agent span, no model in between) over its hops."""
+    return root("support_workflow", items, kind="internal", **WORKFLOW)
+
+
 def invoke(items: list[Node | float], agent: str = "assistant") -> Node:
     attrs = {"gen_ai.operation.name": "invoke_agent", "gen_ai.agent.name": agent}
     return root(f"invoke_agent {agent}", items, kind="internal", **attrs)
@@ -170,7 +180,8 @@ def paged(name: str, urls: list[str], rng: random.Random) -> list[Node | float]:
     return [http("GET", name, u, jitter(rng, 20)) for u in urls]
 
 
-def write_case(name: str, build: Callable[[random.Random], Traces], path: Path) -> None:
+def write_case(name: str, build: Callable[[random.Random], Iterable[Trace]], path: Path) -> None:
     """Build the case's traces from its own seeded generator and export them to ``path``."""
     rng = random.Random(name)
-    write_otel(path, f"verdict-{name}", build(rng), seed=len(name))
+    traces = list(build(rng))  # all drawn before the SDK seeds `random`
+    write_otel(path, f"verdict-{name}", traces, seed=len(name))

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import random
 import zlib
+from collections.abc import Iterator
 
-from .spans import API, Node, chat, http, invoke, jitter, root, sql, tool
+from .spans import API, Node, Trace, chat, http, invoke, jitter, root, server, sql, tool
 
 
-def args_hash_without_arg_fps(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def args_hash_without_arg_fps(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         h = zlib.crc32(f"{i}".encode())
         a = Node(
@@ -32,12 +32,10 @@ def args_hash_without_arg_fps(rng: random.Random) -> list[tuple[float, Node]]:
             "internal",
             {"tracelens.args_hash": f"{h + 2:032x}", "tracelens.result_hash": f"{h + 3:032x}"},
         )
-        out.append((i * 4.0, root("answer", [a, b], kind="internal")))
-    return out
+        yield i * 4.0, root("answer", [a, b], kind="internal")
 
 
-def unzip_then_read_file(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def unzip_then_read_file(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         u = tool("unzip", jitter(rng, 30), {"archive": f"bundle-{i}.zip"}, "")
         r = tool(
@@ -46,12 +44,10 @@ def unzip_then_read_file(rng: random.Random) -> list[tuple[float, Node]]:
             {"path": f"bundle-{i}/config.yaml"},
             f"name: svc{i}\nreplicas: {i + 2}",
         )
-        out.append((i * 5.0, invoke([u, r], agent="coder")))
-    return out
+        yield i * 5.0, invoke([u, r], agent="coder")
 
 
-def place_order_then_positions(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def place_order_then_positions(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         p = tool(
             "place_order",
@@ -60,12 +56,10 @@ def place_order_then_positions(rng: random.Random) -> list[tuple[float, Node]]:
             {"status": "accepted"},
         )
         g = tool("get_positions", jitter(rng, 20), {}, {"ACME": 10 * (i + 1)})
-        out.append((i * 3.0, invoke([p, g], agent="trader")))
-    return out
+        yield i * 3.0, invoke([p, g], agent="trader")
 
 
-def graphql_mutation_then_query(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def graphql_mutation_then_query(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         m = Node(
             "graphql.execute",
@@ -90,12 +84,10 @@ def graphql_mutation_then_query(rng: random.Random) -> list[tuple[float, Node]]:
                 "graphql.document": f'query Cart {{ cart(id: "c{i}") {{ items {{ sku }} }} }}',
             },
         )
-        out.append((i * 4.0, root("POST /checkout", [m, q], **{"http.request.method": "POST"})))
-    return out
+        yield i * 4.0, server("POST /checkout", [m, q], "POST")
 
 
-def semaphore_per_domain(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def semaphore_per_domain(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         pages: list[Node | float] = []
         for k in range(4):
@@ -104,26 +96,25 @@ def semaphore_per_domain(rng: random.Random) -> list[tuple[float, Node]]:
             page = http("GET", "GET page", f"https://docs.example.org/p/{i}-{k}", dur)
             page.children = [slot]
             pages.append(page)
-        out.append((i * 5.0, root("crawl_site", pages, kind="internal")))
-    return out
+        yield i * 5.0, root("crawl_site", pages, kind="internal")
 
 
-def tenant_header_get(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
-    for i in range(5):
+def header_keyed_get(
+    rng: random.Random, *, route: str, path: str, ms: float, header: str, keys: list[str]
+) -> Iterator[Trace]:
+    """One GET of the same URL per trace, each trace's caller told apart only by a header."""
+    for i, key in enumerate(keys):
         call = http(
             "GET",
-            "GET /v1/reports/summary",
-            f"{API}/v1/reports/summary",
-            jitter(rng, 30),
-            extra={"http.request.header.x-tenant-id": [f"t-{100 + i}"]},
+            f"GET {path}",
+            f"{API}{path}",
+            jitter(rng, ms),
+            extra={f"http.request.header.{header}": [key]},
         )
-        out.append((i * 2.0, root("GET /reports", [call], **{"http.request.method": "GET"})))
-    return out
+        yield i * 2.0, server(route, [call])
 
 
-def cart_write_between(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def cart_write_between(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         cart = f"{API}/v1/cart/c-{70 + i}"
         hops: list[Node | float] = [
@@ -131,12 +122,10 @@ def cart_write_between(rng: random.Random) -> list[tuple[float, Node]]:
             http("POST", "POST /v1/cart/items", cart + "/items", jitter(rng, 30)),
             http("GET", "GET /v1/cart", cart, jitter(rng, 20)),
         ]
-        out.append((i * 3.0, root("POST /add", hops, **{"http.request.method": "POST"})))
-    return out
+        yield i * 3.0, server("POST /add", hops, "POST")
 
 
-def quota_count_between_inserts(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def quota_count_between_inserts(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         count = "SELECT COUNT(*) FROM quota_usage WHERE tenant = 't1'"
         hops: list[Node | float] = []
@@ -149,31 +138,25 @@ def quota_count_between_inserts(rng: random.Random) -> list[tuple[float, Node]]:
                     jitter(rng, 10),
                 )
             )
-        out.append((i * 2.0, root("POST /events", hops, **{"http.request.method": "POST"})))
-    return out
+        yield i * 2.0, server("POST /events", hops, "POST")
 
 
-def get_current_time(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def get_current_time(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         hops: list[Node | float] = [
             http("GET", "GET /v1/time", "https://time.example.com/v1/time", jitter(rng, 10)),
             http("GET", "GET /v1/sign", f"{API}/v1/sign?t={1700000000 + 3 * i}", jitter(rng, 15)),
         ]
-        out.append((i * 3.0, root("GET /stamp", hops, **{"http.request.method": "GET"})))
-    return out
+        yield i * 3.0, server("GET /stamp", hops)
 
 
-def pg_notify_select(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def pg_notify_select(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         n = sql("SELECT pg_notify", "SELECT pg_notify('jobs', 'refresh')", jitter(rng, 6))
-        out.append((i * 2.0, root("POST /jobs", [n], **{"http.request.method": "POST"})))
-    return out
+        yield i * 2.0, server("POST /jobs", [n], "POST")
 
 
-def queue_pop_get(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def queue_pop_get(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         pops: list[Node | float] = [
             http(
@@ -184,37 +167,19 @@ def queue_pop_get(rng: random.Random) -> list[tuple[float, Node]]:
             )
             for _ in range(3)
         ]
-        out.append((i * 2.0, root("render_worker", pops, kind="internal")))
-    return out
+        yield i * 2.0, root("render_worker", pops, kind="internal")
 
 
-def held_dequeue_tool(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def held_dequeue_tool(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         calls: list[Node | float] = [
             tool("dequeue_task", jitter(rng, 15), {"queue": "emails"}, {"task": "send-digest"})
             for _ in range(2)
         ]
-        out.append((i * 3.0, invoke(calls, agent="mailer")))
-    return out
+        yield i * 3.0, invoke(calls, agent="mailer")
 
 
-def held_workspace_header_get(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
-    for i in range(4):
-        call = http(
-            "GET",
-            "GET /v1/dashboard",
-            f"{API}/v1/dashboard",
-            jitter(rng, 25),
-            extra={"http.request.header.x-workspace-id": [f"ws-{40 + i}"]},
-        )
-        out.append((i * 2.0, root("GET /home", [call], **{"http.request.method": "GET"})))
-    return out
-
-
-def held_pool_wait_db(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def held_pool_wait_db(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         qs: list[Node | float] = []
         for t in ("sales", "refunds", "visits"):
@@ -225,32 +190,26 @@ def held_pool_wait_db(rng: random.Random) -> list[tuple[float, Node]]:
             )
             q.children = [Node("db.pool.wait", 0.1, 0.3, "internal", {"db.pool.size": 1})]
             qs.append(q)
-        out.append((i * 3.0, root("GET /report", qs, **{"http.request.method": "GET"})))
-    return out
+        yield i * 3.0, server("GET /report", qs)
 
 
-def held_delete_then_get(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def held_delete_then_get(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         f = f"{API}/v1/files/f-{9 + i}"
         hops: list[Node | float] = [
             http("DELETE", "DELETE /v1/files", f, jitter(rng, 25)),
             http("GET", "GET /v1/files", f + "/meta", jitter(rng, 15)),
         ]
-        out.append((i * 2.0, root("POST /cleanup", hops, **{"http.request.method": "POST"})))
-    return out
+        yield i * 2.0, server("POST /cleanup", hops, "POST")
 
 
-def held_setval_sql(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def held_setval_sql(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         n = sql("SELECT setval", "SELECT setval('invoice_seq', 1000)", jitter(rng, 5))
-        out.append((i * 2.0, root("POST /reset", [n], **{"http.request.method": "POST"})))
-    return out
+        yield i * 2.0, server("POST /reset", [n], "POST")
 
 
-def held_graphql_document_only(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def held_graphql_document_only(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         q = f'query Cart {{ cart(id: "k{i}") {{ items {{ sku }} }} }}'
         m = f'mutation RemoveItem {{ removeItem(cartId: "k{i}", sku: "s1") {{ id }} }}'
@@ -258,14 +217,11 @@ def held_graphql_document_only(rng: random.Random) -> list[tuple[float, Node]]:
             Node("graphql.execute", 0, jitter(rng, 20), "client", {"graphql.document": d})
             for d in (q, m, q)
         ]
-        out.append((i * 3.0, root("POST /cart", ops, **{"http.request.method": "POST"})))
-    return out
+        yield i * 3.0, server("POST /cart", ops, "POST")
 
 
-def held_cacheable_currency_list(rng: random.Random) -> list[tuple[float, Node]]:
-    out = []
+def held_cacheable_currency_list(rng: random.Random) -> Iterator[Trace]:
     for i in range(4):
         t = tool("list_currencies", jitter(rng, 30), {}, ["EUR", "USD", "JPY", "NOK"])
         c = chat(jitter(rng, 300), f"We accept EUR, USD, JPY and NOK ({i}).")
-        out.append((i * 3.0, invoke([t, c], agent="shop")))
-    return out
+        yield i * 3.0, invoke([t, c], agent="shop")
