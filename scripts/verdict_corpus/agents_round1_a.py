@@ -17,7 +17,7 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from .builders import CITIES, TOPICS, USERS, burn, git, net, traced
+from .builders import CITIES, TOPICS, USERS, burn, git, net, sqlite, traced
 
 
 def indep_fetch_instrumented() -> None:
@@ -394,14 +394,14 @@ def polling_job_status_instrumented() -> None:
 
 
 def cacheable_schema_lookup() -> None:
-    import sqlite3
-
     trace = traced()
-    db = sqlite3.connect(":memory:", check_same_thread=False)
-    db.execute("CREATE TABLE events (id INTEGER PRIMARY KEY, kind TEXT, at TEXT, user_id INT)")
-    db.executemany("INSERT INTO events VALUES (?, ?, ?, ?)",
-                   [(i, ["click", "view", "buy"][i % 3], f"2026-11-{i % 28 + 1:02d}", i % 17)
-                    for i in range(500)])  # fmt: skip
+    db = sqlite(
+        (
+            "events (id INTEGER PRIMARY KEY, kind TEXT, at TEXT, user_id INT)",
+            [(i, ["click", "view", "buy"][i % 3], f"2026-11-{i % 28 + 1:02d}", i % 17)
+             for i in range(500)],
+        ),
+    )  # fmt: skip
 
     @trace(name="fetch_schema")
     def fetch_schema(table: str) -> list[tuple[str, str]]:
@@ -446,15 +446,14 @@ def cacheable_schema_lookup() -> None:
 
 
 def cacheable_tax_rate_sqlite() -> None:
-    import sqlite3
-
     trace = traced()
-    db = sqlite3.connect(":memory:", check_same_thread=False)
-    db.execute("CREATE TABLE tax (region TEXT PRIMARY KEY, rate REAL)")
-    db.executemany("INSERT INTO tax VALUES (?, ?)", [("EU", 0.21), ("UK", 0.2), ("US", 0.07)])
-    db.execute("CREATE TABLE product (sku TEXT PRIMARY KEY, cents INT)")
-    db.executemany("INSERT INTO product VALUES (?, ?)", [(f"P{i:03d}", 500 + i * 37)
-                                                           for i in range(40)])  # fmt: skip
+    db = sqlite(
+        ("tax (region TEXT PRIMARY KEY, rate REAL)", [("EU", 0.21), ("UK", 0.2), ("US", 0.07)]),
+        (
+            "product (sku TEXT PRIMARY KEY, cents INT)",
+            [(f"P{i:03d}", 500 + i * 37) for i in range(40)],
+        ),
+    )
 
     @trace(name="get_product")
     def get_product(sku: str) -> dict[str, Any]:

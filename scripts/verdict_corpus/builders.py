@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import random
+import sqlite3
 import subprocess
 import tempfile
 import threading
@@ -83,6 +84,17 @@ def burn(ms: float, data: str = "") -> str:
         for _ in range(200):
             digest = hashlib.blake2b(digest).digest()
     return digest.hex()[:16]
+
+
+def sqlite(*tables: tuple[str, list[tuple[Any, ...]]]) -> sqlite3.Connection:
+    """An in-memory SQLite database the agent's threads share, each table ``("name (columns)",
+    rows)`` created and filled."""
+    db = sqlite3.connect(":memory:", check_same_thread=False)
+    for table, rows in tables:
+        db.execute(f"CREATE TABLE {table}")
+        marks = ", ".join("?" * len(rows[0]))
+        db.executemany(f"INSERT INTO {table.split()[0]} VALUES ({marks})", rows)
+    return db
 
 
 def traced() -> Any:
