@@ -42,8 +42,16 @@ label was derived from what tracelens reports.**
   `input.value` / `output.value`.
 
 Each file holds 3-6 traces of its pattern, so cross-trace evidence (orders, overlaps) and cache
-windows exist.  Regenerate with `python scripts/make_verdict_corpus.py` (about 15 s); the
-decorator cases pick up whatever the instrumentation currently writes.
+windows exist.  Regenerate with `python scripts/make_verdict_corpus.py` (about a minute: the
+decorator cases run real work; the OTel cases alone take under a second and come out byte for
+byte the same); the decorator cases pick up whatever the instrumentation currently writes.
+
+**Adding a case**: one entry in a `cases_*.py` table (name, pattern tags, source, builder,
+reasoning, labels), its builder a new function in an `agents_*.py` / `traces_*.py` module or an
+existing one called with other parameters (`functools.partial`); then
+`python scripts/make_verdict_corpus.py NAME` writes its file and `--labels` writes `labels.json`
+and this page.  Every operation and every pair of siblings needs a label
+(`tests/test_verdicts.py`).
 
 ## What a label means
 
