@@ -21,13 +21,14 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from verdict_corpus.docs import write_docs
 from verdict_corpus.spans import write_case
-from verdict_corpus.table import CASES
+from verdict_corpus.table import CASES, PARTS
 
 VERDICTS = FIXTURES / "verdicts"
 OTEL = [name for name, case in CASES.items() if case.source == "otel"]
 
 
 def test_every_case_has_a_fixture_and_every_fixture_a_case() -> None:
+    assert sum(len(part.CASES) for part in PARTS) == len(CASES), "a case name is used twice"
     files = {p.stem for p in VERDICTS.glob("*.jsonl")}
     assert sorted(set(CASES) - files) == [], "cases without a fixture file"
     assert sorted(files - set(CASES)) == [], "fixture files without a case"

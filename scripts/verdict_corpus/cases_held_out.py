@@ -1,7 +1,7 @@
 """The case table, round two, held out (issue 25: written after the rules, not tuned to).
 
-Each entry names its pattern tags, source and builder, its
-labels, and the reasoning behind them, next to each other.
+Each entry names its pattern tags, source and builder (with its parameters), its labels, and the
+reasoning behind them, next to each other.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from functools import partial
 from . import agents_round2, traces_round2
 from .labels import ROOT_NC, Case, cache, dep, ind, nc
 
-CASES = [
+CASES: list[Case] = [
     Case(
         name="held_hex_token_header",
         pattern=["dependent", "transformed_flow", "held_out"],

@@ -1,7 +1,7 @@
 """The case table, round two (issue 25).
 
-Each entry names its pattern tags, source and builder, its
-labels, and the reasoning behind them, next to each other.
+Each entry names its pattern tags, source and builder (with its parameters), its labels, and the
+reasoning behind them, next to each other.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from functools import partial
 from . import agents_round2, traces_round2
 from .labels import ROOT_NC, Case, dep, nc
 
-CASES = [
+CASES: list[Case] = [
     Case(
         name="bearer_base64_secret",
         pattern=["dependent", "transformed_flow", "base64"],

@@ -1,7 +1,7 @@
 """The case table, round one (issue 12), decorator cases, part a.
 
-Each entry names its pattern tags, source and builder, its
-labels, and the reasoning behind them, next to each other.
+Each entry names its pattern tags, source and builder (with its parameters), its labels, and the
+reasoning behind them, next to each other.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import agents_round1_a
 from .labels import ROOT_NC, Case, cache, dep, ind, nc
 
-CASES = [
+CASES: list[Case] = [
     Case(
         name="indep_fetch_instrumented",
         pattern=["independent", "independent_instrumented"],

@@ -1,7 +1,7 @@
 """The case table, round one (issue 12), OTel cases, part a.
 
-Each entry names its pattern tags, source and builder, its
-labels, and the reasoning behind them, next to each other.
+Each entry names its pattern tags, source and builder (with its parameters), its labels, and the
+reasoning behind them, next to each other.
 """
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from __future__ import annotations
 from . import traces_round1
 from .labels import ROOT_NC, Case, dep, ind, nc
 
-CASES = [
+CASES: list[Case] = [
     Case(
         name="indep_http_overlap_uninstrumented",
         pattern=["independent", "independent_uninstrumented", "overlap"],

@@ -1,7 +1,7 @@
 """The case table, round one (issue 12), OTel cases, part b.
 
-Each entry names its pattern tags, source and builder, its
-labels, and the reasoning behind them, next to each other.
+Each entry names its pattern tags, source and builder (with its parameters), its labels, and the
+reasoning behind them, next to each other.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from functools import partial
 from . import traces_round1
 from .labels import ROOT_NC, Case, cache, dep, ind, nc
 
-CASES = [
+CASES: list[Case] = [
     Case(
         name="indep_db_queries",
         pattern=["independent", "independent_uninstrumented", "uninstrumented"],
