@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+# The verdict corpus generator is linted with the rest (the other scripts are not yet).
+CORPUS := scripts/verdict_corpus scripts/make_verdict_corpus.py
 
 .PHONY: install demo test test-all test-vllm gpu-check lint bench sample-report clean
 
@@ -36,8 +38,8 @@ gpu-check:
 	PYTHON=$(if $(wildcard $(PY)),$(PY),python3) bash scripts/gpu-check.sh
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check tracelens instrumentation tests bench
-	$(VENV)/bin/ruff format --check tracelens instrumentation tests bench
+	$(VENV)/bin/ruff check tracelens instrumentation tests bench $(CORPUS)
+	$(VENV)/bin/ruff format --check tracelens instrumentation tests bench $(CORPUS)
 	$(VENV)/bin/mypy
 
 bench: $(STAMP)

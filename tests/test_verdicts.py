@@ -1,8 +1,8 @@
 """The analyzer's verdicts against the labelled corpus in ``fixtures/verdicts/`` (issue 12).
 
 Every case is a small agent pattern traced by real instrumentation
-(``scripts/make_verdict_corpus.py``), with the verdict a careful engineer gives it from the
-code's data flow (``labels.json``, reasoned in ``docs/verdicts.md``).  The tests score the
+(the table in ``scripts/verdict_corpus/``), with the verdict a careful engineer gives it from
+the code's data flow (``labels.json``, reasoned in ``docs/verdicts.md``).  The tests score the
 analyzer's findings against those labels, never against its own earlier output:
 
 * every **high**-confidence ``parallelizable`` finding must consist of pairs (or a loop)
