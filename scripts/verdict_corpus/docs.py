@@ -128,6 +128,20 @@ parent already had links no sibling by data flow, and a hop with `args_hash` but
 is judged like one without fingerprints; the held-out cases were re-checked after them and
 stayed right.
 
+**Round three (unseen cases).**  `tests/test_verdicts_unseen.py` holds cases written after
+round two as a reviewer would write them, each label reasoned next to it: a `GET .../jobs/next`
+that consumes, `orders/latest` and `weather/current`, a `stage_files` tool (no verb, no result)
+before `diff_staged`, a browser id returned inside a JSON string and sent upper-cased, a proof
+hashed over a fetched nonce, and, traced by the decorator, a credential sent base64-encoded in a
+`headers` dict and an invoice id inside a URL-encoded file name.  All seven were wrong under the
+round-two rules.  The rules were changed by principle, not per case: recorded texts are compared
+in every form a value takes (and a digest-shaped argument shows no independence); result tokens
+are fingerprinted in their encodings, argument parts in the runs of their fine tokens, and
+strings inside container arguments get their forms; a call neither known to only read nor with
+recorded results is no cache finding, and a tool or client call of unknown effect between two
+repeats counts as a write between them; time-relative reads are volatile.  Every label of this
+corpus stayed right, and no fixture's analysis changed.
+
 ## The cases
 """
 
