@@ -27,7 +27,6 @@ if TYPE_CHECKING:
     from tracelens._reports import Written, weeks_in, write_report, write_weekly
     from tracelens.analysis import Analysis
     from tracelens.analysis.diff import Diff
-    from tracelens.analysis.whatif import WhatIf
     from tracelens.collector import CollectorConfig
     from tracelens.collector.service import Announce
     from tracelens.demo import DemoSummary
@@ -123,15 +122,6 @@ def _check_sources(
         raise OptionError("--spark-table needs --engine spark")
 
 
-def _store_source(
-    db: str | None, parquet: str | os.PathLike[str] | None, spark_table: str | None
-) -> str | None:
-    """``db``, unless a Parquet span set or a Spark table is the source: for the ``analyze`` and
-    ``report`` commands, whose ``--db`` may come from TRACELENS_DB and is then only the default
-    source.  The library calls take ``db`` as given and refuse it beside another source."""
-    return None if parquet or spark_table else db
-
-
 def analyze(
     files: Sequence[str | os.PathLike[str]] = (),
     *,
@@ -164,20 +154,26 @@ def analyze(
     stacks (``Analysis.cpu_hotspots``) there in flamegraph.pl's folded format, for
     flamegraph.pl, speedscope or Pyroscope (``docs/analysis-json.md``, "cpu_hotspots").
     """
-    from tracelens.analysis import ANALYSIS_COLUMNS, analyze_spans
+    from tracelens.analysis import ANALYSIS_COLUMNS
+    from tracelens.analysis.whatif import parse_all
+    from tracelens.engines import ParquetSpans, Source, SpanTable, SparkTable, get_engine
 
     bar = bar or Progress(enabled=False)
     _check_sources(files, parquet, engine, spark_table)
-    whats = _what_ifs(what_if)
-    if engine != "embedded":
-        from tracelens.engines import get_engine
-        from tracelens.engines.spark import SparkTable
-
-        if db or start_ns is not None or end_ns is not None:
-            raise OptionError(f"engine {engine!r} reads a Parquet span set or a Spark table only")
-        bar.set_label(f"analysing on {engine}")
-        source = SparkTable(spark_table) if spark_table else parquet
-        result = get_engine(engine, master=master).analyze(source, top=top, findings=findings)
+    whats = parse_all(what_if)
+    if engine != "embedded" and (db or start_ns is not None or end_ns is not None):
+        raise OptionError(f"engine {engine!r} reads a Parquet span set or a Spark table only")
+    if parquet is not None and db:
+        raise OptionError("read spans from files, a store or a Parquet span set, not several")
+    runner = get_engine(engine, master=master)
+    source: Source
+    notes: list[str] = []
+    errors: list[InputError] = []
+    if spark_table:
+        source = SparkTable(spark_table)
+    elif parquet is not None:
+        source = ParquetSpans.at(parquet)
+        bar.set_label(f"reading {source.path}")
     else:
         loaded = load_spans(
             files,
@@ -188,32 +184,23 @@ def analyze(
             start_ns=start_ns,
             end_ns=end_ns,
             bar=bar,
-            parquet=parquet,
         )
-        bar.set_label(f"analysing {loaded.spans.num_rows:,} spans")
+        source = SpanTable(loaded.spans)
         notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
-        result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)
-        result.errors = list(loaded.errors)
-    if whats:
-        from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS, answers
-
-        threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
-        found, said = answers(result.traces, whats, threshold_ms=threshold, fits=result.models)
-        result.findings.extend(found)
-        result.what_ifs = said
+        errors = list(loaded.errors)
+        bar.set_label(f"analysing {loaded.spans.num_rows:,} spans")
+    if engine != "embedded":
+        bar.set_label(f"analysing on {engine}")
+    result = runner.analyze(
+        source,
+        top=top,
+        findings=findings,
+        warnings=notes,
+        what_ifs=whats,
+        what_if_threshold_ms=what_if_threshold_ms,
+    )
+    result.errors = list(errors)
     return _flamegraph(result, flamegraph_out)
-
-
-def _what_ifs(what_if: Sequence[str]) -> list[WhatIf]:
-    """The ``--what-if`` values, parsed before any span is read (on either engine)."""
-    if not what_if:
-        return []
-    from tracelens.analysis.whatif import WhatIf
-
-    try:
-        return [WhatIf.parse(w) for w in what_if]
-    except ValueError as exc:
-        raise OptionError(f"--what-if: {exc}") from None
 
 
 def _flamegraph(result: Analysis, path: str | os.PathLike[str] | None) -> Analysis:
