@@ -4,8 +4,8 @@
 
 Writes ``--traces`` template traces (bench/synth.py, 50 spans each: 20k = 1M spans) as a Parquet
 span set, then times, in this one process, median of ``--repeat`` runs each:
-  * embedded: ``EmbeddedEngine().analyze(ParquetSpans(DIR))`` (read, per-trace analysis, findings), with its
-    per-trace part (``analyze_traces``) timed apart;
+  * embedded: ``EmbeddedEngine().analyze(ParquetSpans(DIR))`` (read, per-trace analysis,
+    findings), with its per-trace part (``analyze_traces``) timed apart;
   * Spark, for each master: phase one (the Spark job: shuffle by trace-id bucket,
     ``analyze_traces`` in the Python workers, results collected as Arrow IPC), phase two's
     merge, and phase two's cross-trace part (``engines.complete``: findings, replay) on the

@@ -191,7 +191,8 @@ def test_spark_equals_embedded_on_a_generated_span_set(spark: Any, tmp_path: Pat
     done = write_parquet(spans, out, max_rows_per_file=7_000)  # traces span files
     assert done.traces == GENERATED_TRACES and done.partitions > 100
     got = SparkEngine(spark=spark).analyze(ParquetSpans.at(out)).to_dict()
-    want = EmbeddedEngine().analyze(ParquetSpans.at(out)).to_dict()  # = analyze_spans(spans): test_parquet.py
+    # = analyze_spans(spans): test_parquet.py
+    want = EmbeddedEngine().analyze(ParquetSpans.at(out)).to_dict()
     assert len(want["warnings"]) >= 5 and want["findings"]
     assert got == want
 
