@@ -117,6 +117,7 @@ def check_hand_derived(doc: dict[str, Any]) -> None:
     totals = [f["total_saving_ms"] for f in doc["findings"]]
     assert totals == sorted(totals, reverse=True)
     what_if, cacheable = doc["findings"]
+    assert cacheable["confidence"] == "high" and cacheable["traces"] == TRACES
     assert what_if["what_if"] == "co_locate=1" and what_if["traces"] == TRACES
     assert what_if["saving_ms"]["p95"] == pytest.approx(19.0)
     assert [f["alternative_to"] for f in doc["findings"]] == [None, None]
@@ -193,10 +194,7 @@ def test_spark_carries_the_same_what_if_findings(spark: Any, tmp_path: Path) -> 
     assert rep.exit_code == 0, rep.output
     page = html.read_text(encoding="utf-8")
     assert page.index("What if co_locate=1: call_api") < page.index("Cache lookup")
-    cli = CliRunner().invoke(
-        main,
-        ["analyze", "--parquet", str(out), "--engine", "spark", "--format", "json"]
-        + ["--what-if", "co-locate=1"],
-    )
+    args = ["analyze", "--parquet", str(out), "--engine", "spark", "--format", "json"]
+    cli = CliRunner().invoke(main, [*args, "--what-if", "co-locate=1"])
     assert cli.exit_code == 0, cli.output
     assert json.loads(cli.output) == embedded
