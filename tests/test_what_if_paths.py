@@ -198,3 +198,15 @@ def test_spark_carries_the_same_what_if_findings(spark: Any, tmp_path: Path) -> 
     cli = CliRunner().invoke(main, [*args, "--what-if", "co-locate=1"])
     assert cli.exit_code == 0, cli.output
     assert json.loads(cli.output) == embedded
+
+
+def test_each_engine_names_the_sources_it_does_not_read() -> None:
+    from tracelens.engines import EngineError, SparkTable, SpanTable
+    from tracelens.engines.embedded import EmbeddedEngine
+    from tracelens.engines.spark import SparkEngine
+
+    with pytest.raises(EngineError, match="the embedded engine does not read SparkTable"):
+        EmbeddedEngine().traces(SparkTable("spans"))
+    # Refused before any Spark session starts: spans in this process are the embedded engine's.
+    with pytest.raises(EngineError, match="the spark engine does not read SpanTable"):
+        SparkEngine(spark=object()).frame(SpanTable(hand_built()))  # type: ignore[arg-type]
