@@ -201,7 +201,7 @@ def test_spark_carries_the_same_what_if_findings(spark: Any, tmp_path: Path) -> 
 
 
 def test_each_engine_names_the_sources_it_does_not_read() -> None:
-    from tracelens.engines import EngineError, SparkTable, SpanTable
+    from tracelens.engines import EngineError, SpanTable, SparkTable
     from tracelens.engines.embedded import EmbeddedEngine
     from tracelens.engines.spark import SparkEngine
 
