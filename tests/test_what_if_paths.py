@@ -158,6 +158,8 @@ def test_analyze_and_report_carry_the_same_ranked_what_if_findings(
     out = CliRunner().invoke(main, args)
     assert out.exit_code == 0, out.output
     assert html.read_text(encoding="utf-8") == page  # deterministic for the same input
+    bad = CliRunner().invoke(main, [*args[:-4], "--what-if", "faster=2", "--out", str(html)])
+    assert bad.exit_code == 2 and "unknown what-if" in bad.output
 
     # Under a threshold above the saving, no what-if finding: the reason names the saving.
     high = api.analyze(db=store, what_if=WHAT_IF, what_if_threshold_ms=20.0).to_dict()
