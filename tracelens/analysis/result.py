@@ -9,6 +9,7 @@ below it write each typed object in the document's field order.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -27,7 +28,7 @@ if TYPE_CHECKING:  # the finder is imported when it runs: --no-findings does not
     from tracelens.analysis.hotspots import CpuHotspots
     from tracelens.analysis.stages import Stages
     from tracelens.analysis.tokens import ModelFit
-    from tracelens.analysis.whatif import Answer
+    from tracelens.analysis.whatif import Answer, WhatIf
 
 
 @dataclass
@@ -183,9 +184,18 @@ def analyze_spans(
     top: int | None = None,
     findings: bool = True,
     warnings: list[str] | None = None,
+    what_ifs: Sequence[WhatIf] = (),
+    what_if_threshold_ms: float | None = None,
 ) -> Analysis:
     """Analyse a table of complete traces; ``warnings`` from loading are carried along."""
-    return complete(analyze_traces(spans), top=top, findings=findings, warnings=warnings)
+    return complete(
+        analyze_traces(spans),
+        top=top,
+        findings=findings,
+        warnings=warnings,
+        what_ifs=what_ifs,
+        what_if_threshold_ms=what_if_threshold_ms,
+    )
 
 
 def complete(
@@ -194,13 +204,33 @@ def complete(
     top: int | None = None,
     findings: bool = True,
     warnings: list[str] | None = None,
+    what_ifs: Sequence[WhatIf] = (),
+    what_if_threshold_ms: float | None = None,
 ) -> Analysis:
     """The cross-trace part on a whole ``TraceAnalysis`` (per-trace results of every trace,
     however they were computed: here, or per partition on a distributed engine): the findings
-    (evidence over all traces, replay); the summary and operations are computed when read."""
-    found: list[Finding] = []
-    if findings:
-        from tracelens.analysis.findings import find_all
+    (evidence over all traces, replay); the summary and operations are computed when read.
 
-        found = find_all(ta)
-    return Analysis(traces=ta, findings=found, warnings=[*(warnings or []), *ta.warnings], top=top)
+    ``what_ifs`` (parsed ``--what-if`` values) are findings like the detectors': built on the
+    same replay timeline, ordered with them by total saving and put through the same rules
+    (alternatives, top change); those saving at least ``what_if_threshold_ms`` at p50
+    (``whatif.DEFAULT_THRESHOLD_MS`` when None) are reported, and every one asked for gets an
+    answer in ``Analysis.what_ifs``.  ``findings=False`` leaves the detectors out, not them."""
+    result = Analysis(traces=ta, warnings=[*(warnings or []), *ta.warnings], top=top)
+    if not findings and not what_ifs:
+        return result
+    from tracelens.analysis.findings import Scored, build_timeline, find_all, rank
+
+    timeline = None
+    extra: list[Scored] = []
+    if what_ifs:
+        from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS, assessed
+
+        if ta.spans.height:
+            timeline = build_timeline(ta.tree)
+        threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
+        extra, result.what_ifs = assessed(
+            ta, what_ifs, threshold_ms=threshold, fits=result.models, timeline=timeline
+        )
+    result.findings = find_all(ta, timeline=timeline, extra=extra) if findings else rank(extra)
+    return result

@@ -13,7 +13,8 @@ Three sources:
   histograms fed through ``Stats``' observer lists;
 - span metrics (``span_metrics``): every ``interval`` seconds the analysis loop takes the traces
   ``completion`` declares complete (no span for ``--metrics-quiet-s``), reads their spans back from
-  the store, runs ``analysis.core.analyze_traces`` on them and adds the result: each trace is
+  the store, runs the embedded engine's per-trace part on them (``engines``: the one interface
+  every analysis goes through) and adds the result: each trace is
   counted once;
 - the loop's own health (pending traces, late spans, folded spans, failures, its duration).
 
@@ -37,11 +38,12 @@ from prometheus_client import CollectorRegistry, Histogram, ProcessCollector, ge
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from tracelens.analysis.core import ANALYSIS_COLUMNS, analyze_traces
+from tracelens.analysis.core import ANALYSIS_COLUMNS
 from tracelens.collector.completion import Completed, CompletionTracker
 from tracelens.collector.config import CollectorConfig
 from tracelens.collector.span_metrics import SpanMetrics, StageTimes
 from tracelens.collector.stats import Stats
+from tracelens.engines import SpanTable, get_engine
 from tracelens.errors import StoreError
 from tracelens.store import DuckDBStore
 
@@ -154,6 +156,7 @@ class AnalysisLoop:
         self.tracker = tracker
         self.spans = spans
         self._store = store
+        self._engine = get_engine("embedded")  # the counts need only the per-trace part
         self._duration = duration
         self.interval_s = min(MAX_INTERVAL_S, max(0.25, tracker.quiet_s / 2))
         self._wait_s = self.interval_s
@@ -209,7 +212,7 @@ class AnalysisLoop:
             return 0
         table = pa.concat_tables(tables)
         try:
-            analysis = analyze_traces(table)
+            analysis = self._engine.traces(SpanTable(table))
         except Exception:
             log.exception("metrics: analysing %d spans failed", table.num_rows)
             self.failures["analysis"] += 1

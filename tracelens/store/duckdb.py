@@ -52,6 +52,29 @@ def default_db_path() -> str:
     return os.environ.get("TRACELENS_DB") or DEFAULT_DB
 
 
+MAGIC = b"DUCK"  # a DuckDB database file's magic bytes, at offset 8 of its header
+
+
+def is_store(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a DuckDB database file (its header, not its name, says so)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(12)[8:12] == MAGIC
+    except OSError:
+        return False
+
+
+def file_mode(path: str | os.PathLike[str]) -> int | None:
+    """The read/write permission bits of the store file at ``path`` (None when it cannot be
+    read): what is written from the store (a Parquet export) is kept as private."""
+    import stat
+
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode) & 0o666
+    except OSError:
+        return None
+
+
 def _duck_type(t: pa.DataType) -> str:
     if t == _MAP:
         return "STRUCT(key VARCHAR, value VARCHAR)[]"
