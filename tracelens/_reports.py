@@ -1,5 +1,8 @@
-"""The HTML report calls of the library (re-exported by ``tracelens.api`` and ``tracelens``):
-load, analyse, hand the analysis to ``tracelens.report`` to render, write the pages.
+"""The HTML report calls of the library (wrapped by ``tracelens.api`` and re-exported by
+``tracelens``): load, analyse, hand the analysis to ``tracelens.report`` to render, write the
+pages.  The loading and analysing are the library's own calls, handed in by ``tracelens.api``
+(``Library``): this module does not import ``api`` back (no import circle,
+``tests/test_architecture.py``).
 
 ``write_report`` is the library form of ``tracelens report`` (``weekly=True`` is its
 ``--weekly``), ``write_weekly`` the weekly pages alone.  The call is not named ``report``
@@ -10,7 +13,7 @@ because ``tracelens.report`` is the rendering package: an attribute of that name
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -34,6 +37,15 @@ from tracelens.report.weekly import (
 )
 
 
+@dataclass(frozen=True)
+class Library:
+    """The library calls the report calls read through: ``tracelens.api.analyze`` and
+    ``tracelens.api.load_spans`` (same parameters)."""
+
+    analyze: Callable[..., Analysis]
+    load_spans: Callable[..., Any]
+
+
 @dataclass
 class Written:
     """The pages ``write_report`` wrote (for weekly reports, the index last) and, for a single
@@ -45,6 +57,7 @@ class Written:
 
 
 def write_report(
+    lib: Library,
     files: Sequence[str | os.PathLike[str]] = (),
     *,
     db: str | None = None,
@@ -86,6 +99,7 @@ def write_report(
         raise OptionError("--weekly writes one file per week: use --out-dir, not --out")
     if weekly:
         paths = write_weekly(
+            lib,
             db,
             out_dir,
             week,
@@ -98,10 +112,8 @@ def write_report(
         return Written(paths=paths)
     if not out:
         raise OptionError("say where to write the report: --out FILE.html (or --weekly)")
-    from tracelens.api import analyze
-
     bar = bar or Progress(enabled=False)
-    analysis = analyze(
+    analysis = lib.analyze(
         files,
         db=db,
         input_format=input_format,
@@ -125,12 +137,10 @@ def write_report(
     return Written(paths=[path], analysis=analysis, errors=list(analysis.errors))
 
 
-def weeks_in(db: str | None = None) -> list[tuple[str, int]]:
+def weeks_in(lib: Library, db: str | None = None) -> list[tuple[str, int]]:
     """(ISO week, traces) for every week with a trace in the store, oldest first; a trace
     belongs to the week (UTC) in which its first span started."""
-    from tracelens.api import load_spans
-
-    spans = load_spans(db=db, columns=["trace_id", "start_ns"]).spans
+    spans = lib.load_spans(db=db, columns=["trace_id", "start_ns"]).spans
     df = pl.from_arrow(spans)
     assert isinstance(df, pl.DataFrame)
     if df.height == 0:
@@ -147,6 +157,7 @@ def weeks_in(db: str | None = None) -> list[tuple[str, int]]:
 
 
 def write_weekly(
+    lib: Library,
     db: str | None = None,
     out_dir: str | os.PathLike[str] = "reports",
     week: str | None = None,
@@ -155,8 +166,8 @@ def write_weekly(
     what_if: Sequence[str] = (),
     what_if_threshold_ms: float | None = None,
     title: str | None = None,
-    threshold: float = THRESHOLD,
-    min_samples: int = MIN_SAMPLES,
+    threshold: float | None = None,
+    min_samples: int | None = None,
     bar: Progress | None = None,
 ) -> list[Path]:
     """One report per ISO week with traces in the store, plus ``index.html``; or, with ``week``,
@@ -175,7 +186,7 @@ def write_weekly(
         except ValueError as exc:
             raise OptionError(f"--week: {exc}") from None
     bar.set_label("finding the weeks in the store")
-    found = [w for w, _ in weeks_in(db)]
+    found = [w for w, _ in weeks_in(lib, db)]
     if not found:
         raise TracelensError(f"{_db_path(db)}: the store holds no traces")
     if week is not None and week not in found:
@@ -189,15 +200,24 @@ def write_weekly(
     prev: WeekStats | None = None
     if week is not None and found.index(week) > 0:
         earlier = found[found.index(week) - 1]
-        prev = week_stats(earlier, _analyze_week(db, earlier, False, (), None, bar))
+        prev = week_stats(earlier, _analyze_week(lib, db, earlier, False, (), None, bar))
     source = f"store {Path(_db_path(db)).name}"
     paths: list[Path] = []
     weeks: list[tuple[WeekStats, dict[str, Any] | None, str]] = []
     bar.total = len(targets)
     for i, w in enumerate(targets):
-        analysis = _analyze_week(db, w, findings, what_if, what_if_threshold_ms, bar)
+        analysis = _analyze_week(lib, db, w, findings, what_if, what_if_threshold_ms, bar)
         st = week_stats(w, analysis)
-        comp = compare(prev, st, threshold=threshold, min_samples=min_samples) if prev else None
+        comp = (
+            compare(
+                prev,
+                st,
+                threshold=THRESHOLD if threshold is None else threshold,
+                min_samples=MIN_SAMPLES if min_samples is None else min_samples,
+            )
+            if prev
+            else None
+        )
         bar.set_label(f"{w}: rendering")
         has_index = week is None or (out / "index.html").exists()
         path = out / f"{w}.html"
@@ -222,6 +242,7 @@ def write_weekly(
 
 
 def _analyze_week(
+    lib: Library,
     db: str | None,
     week: str,
     findings: bool,
@@ -229,11 +250,9 @@ def _analyze_week(
     what_if_threshold_ms: float | None,
     bar: Progress,
 ) -> Analysis:
-    from tracelens.api import analyze
-
     start, end = week_bounds(week)
     bar.set_label(f"{week}: reading the store")
-    return analyze(
+    return lib.analyze(
         db=db,
         findings=findings,
         what_if=what_if,

@@ -21,9 +21,11 @@ from tracelens.progress import Progress
 from tracelens.store import default_db_path
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pyarrow as pa
 
-    from tracelens._reports import Written, weeks_in, write_report, write_weekly
+    from tracelens._reports import Library, Written
     from tracelens.analysis import Analysis
     from tracelens.analysis.diff import Diff
     from tracelens.analysis.sizing import Sizing
@@ -32,7 +34,6 @@ if TYPE_CHECKING:
     from tracelens.ingest import IngestResult
     from tracelens.parquet import Exported
 
-_REPORTS = ("Written", "weeks_in", "write_report", "write_weekly")
 
 __all__ = [
     "Imported",
@@ -570,9 +571,111 @@ def size(
     )
 
 
-def __getattr__(name: str) -> Any:
-    if name in _REPORTS:  # loaded on first use: they bring Polars and Jinja
-        from tracelens import _reports
+def write_report(
+    files: Sequence[str | os.PathLike[str]] = (),
+    *,
+    db: str | None = None,
+    input_format: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    weekly: bool = False,
+    week: str | None = None,
+    out_dir: str | os.PathLike[str] = "reports",
+    title: str | None = None,
+    keep_going: bool = False,
+    findings: bool = True,
+    what_if: Sequence[str] = (),
+    what_if_threshold_ms: float | None = None,
+    bar: Progress | None = None,
+    parquet: str | os.PathLike[str] | None = None,
+    engine: str = "embedded",
+    master: str | None = None,
+    spark_table: str | None = None,
+) -> Written:
+    """A self-contained HTML report of ``files`` (or the store ``db``, or the Parquet span set
+    ``parquet``, or with ``engine="spark"`` the Spark table ``spark_table``: as for
+    ``analyze``) written to ``out``; with ``weekly`` (implied by ``week``), one page per ISO
+    week of the store plus an index in ``out_dir`` (see ``write_weekly``).  ``what_if`` and
+    ``what_if_threshold_ms`` add the what-if findings, as for ``analyze``, to the report (and
+    to every week's).  ``bar`` shows the phases when given.
 
-        return getattr(_reports, name)
+    ``OptionError`` for a combination that cannot work, ``InputError`` for a bad file (unless
+    ``keep_going``: the file is skipped and listed in ``errors``).  The work is
+    ``tracelens._reports.write_report``'s (loaded on first use: it brings Polars and Jinja).
+    """
+    from tracelens import _reports
+
+    return _reports.write_report(
+        _library(),
+        files,
+        db=db,
+        input_format=input_format,
+        out=out,
+        weekly=weekly,
+        week=week,
+        out_dir=out_dir,
+        title=title,
+        keep_going=keep_going,
+        findings=findings,
+        what_if=what_if,
+        what_if_threshold_ms=what_if_threshold_ms,
+        bar=bar,
+        parquet=parquet,
+        engine=engine,
+        master=master,
+        spark_table=spark_table,
+    )
+
+
+def write_weekly(
+    db: str | None = None,
+    out_dir: str | os.PathLike[str] = "reports",
+    week: str | None = None,
+    *,
+    findings: bool = True,
+    what_if: Sequence[str] = (),
+    what_if_threshold_ms: float | None = None,
+    title: str | None = None,
+    threshold: float | None = None,
+    min_samples: int | None = None,
+    bar: Progress | None = None,
+) -> list[Path]:
+    """One report per ISO week with traces in the store, plus ``index.html``; or, with ``week``,
+    that week's report only (compared with the latest earlier week that has traces).
+    ``threshold`` and ``min_samples`` (None: ``report.weekly.THRESHOLD``, ``MIN_SAMPLES``) say
+    which week-over-week changes are flagged.  Returns the paths written, the index last."""
+    from tracelens import _reports
+
+    return _reports.write_weekly(
+        _library(),
+        db,
+        out_dir,
+        week,
+        findings=findings,
+        what_if=what_if,
+        what_if_threshold_ms=what_if_threshold_ms,
+        title=title,
+        threshold=threshold,
+        min_samples=min_samples,
+        bar=bar,
+    )
+
+
+def weeks_in(db: str | None = None) -> list[tuple[str, int]]:
+    """(ISO week, traces) for every week with a trace in the store, oldest first."""
+    from tracelens import _reports
+
+    return _reports.weeks_in(_library(), db)
+
+
+def _library() -> Library:
+    from tracelens._reports import Library
+
+    return Library(analyze=analyze, load_spans=load_spans)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Written":  # loaded on first use: it brings Polars and Jinja
+        from tracelens._reports import Written
+
+        return Written
     raise AttributeError(f"module 'tracelens.api' has no attribute {name!r}")

@@ -4,7 +4,7 @@ Parquet span sets alike)."""
 from __future__ import annotations
 
 from tracelens.analysis import ANALYSIS_COLUMNS, TraceAnalysis, analyze_traces
-from tracelens.engines import Engine, ParquetSpans, Source, SpanTable
+from tracelens.engines.base import Engine, ParquetSpans, Source, SpanTable
 
 
 class EmbeddedEngine(Engine):

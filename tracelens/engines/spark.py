@@ -41,7 +41,7 @@ import pyarrow.compute as pc
 
 from tracelens.analysis import ANALYSIS_COLUMNS, Analysis, TraceAnalysis, analyze_traces
 from tracelens.analysis.tree import tree_of
-from tracelens.engines import (
+from tracelens.engines.base import (
     Engine,
     EngineError,
     ParquetSpans,
