@@ -156,6 +156,7 @@ def analyze(
     stacks (``Analysis.cpu_hotspots``) there in flamegraph.pl's folded format, for
     flamegraph.pl, speedscope or Pyroscope (``docs/analysis-json.md``, "cpu_hotspots").
     """
+    import tracelens.render  # noqa: F401  (registers the result's to_text / to_json)
     from tracelens.analysis import ANALYSIS_COLUMNS
     from tracelens.analysis.whatif import parse_all
     from tracelens.engines import ParquetSpans, Source, SpanTable, SparkTable, get_engine
@@ -326,6 +327,7 @@ def diff(
     """
     import time
 
+    import tracelens.render  # noqa: F401  (registers the result's to_text / to_json)
     from tracelens.analysis.diff import compare, parse_rules, profile
 
     rules = parse_rules(fail_on)

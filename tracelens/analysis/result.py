@@ -1,14 +1,14 @@
-"""The analysis result: one object that renders as the JSON contract or as terminal tables.
+"""The analysis result: typed data, and the JSON contract it is written as.
 
 :class:`Analysis` holds typed results (the per-trace tables and tree, the findings) and computes
 the summary and the operations table once, on first use.  ``Analysis.to_dict`` is the one place
 the ``tracelens.analysis/1`` document (``docs/analysis-json.md``) is produced; the helpers
-below it write each typed object in the document's field order.
+below it write each typed object in the document's field order.  It imports no renderer: the
+terminal tables are ``tracelens.render.text``'s, found through ``analysis.outputs``.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
@@ -20,6 +20,7 @@ import pyarrow as pa
 from tracelens.analysis import summary as s
 from tracelens.analysis.core import TraceAnalysis, analyze_traces
 from tracelens.analysis.fields import fields_dict
+from tracelens.analysis.outputs import render
 
 if TYPE_CHECKING:  # the finder is imported when it runs: --no-findings does not pay for it
     from tracelens.analysis.coldstart import Headline
@@ -114,12 +115,14 @@ class Analysis:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        """``to_dict`` as JSON text (``tracelens.render.json``, once ``tracelens.render`` is
+        imported)."""
+        return render(self, "json", indent=indent)
 
     def to_text(self, top: int | None = None) -> str:
-        from tracelens.analysis.text import render_text
-
-        return render_text(self, top=top or self.top or 10)
+        """The terminal tables (``tracelens.render.text``, once ``tracelens.render`` is
+        imported)."""
+        return render(self, "text", top=top or self.top or 10)
 
 
 def _summary_json(summ: s.Summary) -> dict[str, Any]:

@@ -3,7 +3,6 @@ section "diff": the field names there are a contract)."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Generic, TypeVar
@@ -11,6 +10,7 @@ from typing import Any, Generic, TypeVar
 from tracelens.analysis.diff.profile import FindingBrief
 from tracelens.analysis.fields import Record, fields_dict
 from tracelens.analysis.kinds import KINDS
+from tracelens.analysis.outputs import render
 
 SCHEMA = "tracelens.diff/1"
 
@@ -309,12 +309,14 @@ class Diff:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        """``to_dict`` as JSON text (``tracelens.render.json``, once ``tracelens.render`` is
+        imported)."""
+        return render(self, "json", indent=indent)
 
     def to_text(self) -> str:
-        from tracelens.analysis.diff.text import render_text
-
-        return render_text(self)
+        """The terminal text (``tracelens.render.diff_text``, once ``tracelens.render`` is
+        imported)."""
+        return render(self, "text")
 
 
 def _signed_ms(v: float) -> str:

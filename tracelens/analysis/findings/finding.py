@@ -5,6 +5,10 @@ one JSON form of a finding (``docs/analysis-json.md``) is written by ``Analysis.
 ``analysis/result.py``, nowhere else.  The finding types are the members of
 :class:`FindingType`: adding one means adding a member here (its rank breaks ties in the
 ordering of findings) and a detector that builds it.
+
+What each type shows lives with the type, not in the renderers: its title (``TITLES``, the
+``title`` of a :class:`Finding`) and its own figures (the ``facts`` and ``text_lines`` of its
+details class), so the text and HTML renderers hold no per-type branches.
 """
 
 from __future__ import annotations
@@ -38,6 +42,15 @@ class FindingType(str, Enum):
 
 
 _RANK = {t: k for k, t in enumerate(FindingType)}
+
+# The headline of each type (``Finding.title``); a type without one reads "<Type>: {names}".
+TITLES: dict[FindingType, str] = {
+    FindingType.PARALLELIZABLE: "Run {names} in parallel",
+    FindingType.CACHEABLE: "Cache {names}",
+    FindingType.RETRY: "Stop the retries of {names}",
+    FindingType.N_PLUS_ONE: "Batch the repeated {names} calls",
+    FindingType.LAUNCH_BOUND: "Keep the GPU busy: {names} is launch-bound",
+}
 _NEEDS_SAVING = frozenset({FindingType.PARALLELIZABLE, FindingType.N_PLUS_ONE, FindingType.TAIL})
 
 Confidence = Literal["low", "medium", "high"]
@@ -53,36 +66,98 @@ class Evidence:
     detail: str
 
 
+# A figure as a report lists it: a number, a yes/no, a text (None: not shown).
+Fact = str | float | bool | None
+
+
+class Shown:
+    """What a details class shows beyond the common fields (a mixin of the details classes:
+    their fields are the JSON's, ``docs/analysis-json.md``)."""
+
+    def text_label(self) -> str | None:
+        """The finding's name in the terminal output, when not its type's."""
+        return None
+
+    def title(self, names: str) -> str | None:
+        """The finding's headline, when the details say more than the type's title."""
+        return None
+
+    def facts(self) -> list[tuple[str, Fact]]:
+        """The type's own figures, by name (the HTML report's list)."""
+        return []
+
+    def text_lines(self) -> list[str]:
+        """Lines the terminal output adds under the finding."""
+        return []
+
+
 @dataclass(frozen=True)
-class ParallelDetails:
+class ParallelDetails(Shown):
     hops_per_trace: float  # median hops of the pattern per trace
 
+    def facts(self) -> list[tuple[str, Fact]]:
+        return [("hops_per_trace", self.hops_per_trace)]
+
 
 @dataclass(frozen=True)
-class LoopDetails:
+class LoopDetails(Shown):
     calls_per_trace: float  # median calls of the N+1 loop per trace
 
+    def facts(self) -> list[tuple[str, Fact]]:
+        return [("calls_per_trace", self.calls_per_trace)]
+
 
 @dataclass(frozen=True)
-class CacheDetails:
+class CacheDetails(Shown):
     identical_results: bool | None  # None: not every repeat's result was recorded
     suggested_ttl_s: float
     changed_results: int
 
+    def facts(self) -> list[tuple[str, Fact]]:
+        return [
+            ("identical_results", self.identical_results),
+            ("suggested_ttl_s", self.suggested_ttl_s),
+            ("changed_results", self.changed_results),
+        ]
+
+    def text_lines(self) -> list[str]:
+        extra = []
+        if self.identical_results is not None:
+            extra.append(f"identical results: {'yes' if self.identical_results else 'no'}")
+        extra.append(f"suggested TTL {self.suggested_ttl_s:g} s")
+        return ["; ".join(extra)]
+
 
 @dataclass(frozen=True)
-class TailDetails:
+class TailDetails(Shown):
     growth_ms: dict[str, float]  # per operation: slow traces' extra critical-path time
     tail_traces: int
 
+    def facts(self) -> list[tuple[str, Fact]]:
+        return [("tail_traces", self.tail_traces)]
+
 
 @dataclass(frozen=True)
-class WhatIfDetails:
+class WhatIfDetails(Shown):
     what_if: str  # the what-if as asked for, e.g. "trim_context=0.5"
 
+    def title(self, names: str) -> str | None:
+        return f"What if {self.what_if}: {names}"
+
+    def text_label(self) -> str | None:
+        return f"what_if {self.what_if}"
+
+    def facts(self) -> list[tuple[str, Fact]]:
+        return [("what_if", self.what_if)]
+
+
+def _pct1(value: float) -> str:
+    """A share as a percentage with one decimal ("–" for NaN), as the report prints shares."""
+    return "–" if value != value else f"{float(value) * 100:.1f}%"
+
 
 @dataclass(frozen=True)
-class LaunchBoundDetails:
+class LaunchBoundDetails(Shown):
     gpu_busy_share: float  # median over the calls: device busy over the call's own time
     host_on_cpu_share: float  # median: the host thread's on-CPU share of it
     busy_threshold: float  # launch-bound under this GPU busy share
@@ -90,6 +165,15 @@ class LaunchBoundDetails:
     call_ms: float  # median call duration
     launches_per_call: float  # median
     remedies: list[str]
+
+    def facts(self) -> list[tuple[str, Fact]]:
+        return [
+            ("gpu_busy_share", _pct1(self.gpu_busy_share)),
+            ("host_on_cpu_share", _pct1(self.host_on_cpu_share)),
+            ("device_ms_per_call", self.device_ms_per_call),
+            ("call_ms", self.call_ms),
+            ("remedies", "; ".join(r.split(" (")[0] for r in self.remedies)),
+        ]
 
 
 Details = (
@@ -150,20 +234,48 @@ class Finding:
         """The evidence in one sentence, for display."""
         return "; ".join(e.detail for e in self.evidence)
 
+    @property
+    def title(self) -> str:
+        """The headline a report gives the finding: the type's title (``TITLES``) over its
+        names (the first four), or what its details say instead (a what-if: what was asked)."""
+        names = _names(self.names)
+        shown = self.details.title(names) if self.details is not None else None
+        if shown is not None:
+            return shown
+        generic = self.type.value.replace("_", " ").capitalize() + ": {names}"
+        title = TITLES.get(self.type, generic).format(names=names)
+        if self.type is FindingType.PARALLELIZABLE and self.parent:
+            title += f" under {self.parent}"
+        return title
+
+    @property
+    def label(self) -> str:
+        """The finding's name in the terminal output: its type, or what its details call it."""
+        shown = self.details.text_label() if self.details is not None else None
+        return self.type.value if shown is None else shown
+
+
+def _names(names: list[str]) -> str:
+    items = names if len(names) <= 4 else [*names[:4], f"{len(names) - 4} more"]
+    return ", ".join(items)
+
 
 __all__ = [
     "CONFIDENCE",
+    "TITLES",
     "CacheDetails",
     "Confidence",
     "Details",
     "Evidence",
     "Example",
+    "Fact",
     "Finding",
     "FindingType",
     "LaunchBoundDetails",
     "LoopDetails",
     "ParallelDetails",
     "PathOp",
+    "Shown",
     "TailDetails",
     "WhatIfDetails",
 ]

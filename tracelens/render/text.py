@@ -1,16 +1,22 @@
-"""Terminal tables for ``tracelens analyze --format text``, read from the typed results."""
+"""Terminal tables for ``tracelens analyze --format text``, read from the typed results.
+
+The text renderer of an ``Analysis`` (``render_text``, registered as its ``"text"`` output:
+``Analysis.to_text``).  What a finding type shows comes from the type (``Finding.label``, its
+details' ``text_lines``), so nothing here branches on the type.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tracelens.analysis.findings.finding import CacheDetails, Finding, WhatIfDetails
+from tracelens.analysis import stages, tokens
+from tracelens.analysis.findings.finding import Finding
+from tracelens.analysis.hotspots import render_text as hotspots_text
 from tracelens.analysis.kinds import KINDS
+from tracelens.analysis.outputs import register
+from tracelens.analysis.result import Analysis
 from tracelens.analysis.summary import TraceSummary
-
-if TYPE_CHECKING:
-    from tracelens.analysis.result import Analysis
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool]) -> str:
@@ -27,14 +33,14 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence
     return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
 
 
+def clip(text: str, n: int = 48) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:,.1f}"
     return str(v)
-
-
-def _clip(text: str, n: int = 48) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def render_text(analysis: Analysis, top: int = 10) -> str:
@@ -88,7 +94,7 @@ def _traces_table(analysis: Analysis, top: int) -> str:
     rows = [
         [
             t.trace_id,
-            _clip(t.root_name, 36),
+            clip(t.root_name, 36),
             t.duration_ms,
             t.spans,
             _largest(t),
@@ -112,8 +118,8 @@ def _operations_table(analysis: Analysis, top: int) -> str:
     head = ["service", "operation", "kind", "count", "p50 ms", "p95 ms", "critical ms", "share"]
     rows = [
         [
-            _clip(o.service, 24),
-            _clip(o.name),
+            clip(o.service, 24),
+            clip(o.name),
             o.kind,
             o.count,
             o.p50_ms,
@@ -150,7 +156,7 @@ def _gpu_lines(analysis: Analysis, top: int) -> list[str]:
                 ["model call", "trace", "ms", "cpu busy", "gpu busy", "gpu ms", "launches"],
                 [
                     [
-                        _clip(c.name, 36),
+                        clip(c.name, 36),
                         c.trace_id[:16],
                         c.duration_ms,
                         _share(c.cpu_share),
@@ -169,8 +175,6 @@ def _gpu_lines(analysis: Analysis, top: int) -> list[str]:
 def _latency_model_lines(analysis: Analysis, top: int) -> list[str]:
     """Request latency per root operation (when there are cold starts or several roots), the
     stage breakdown, and the per-model token fits (when any model call has token counts)."""
-    from tracelens.analysis import stages, tokens
-
     out: list[str] = []
     head = analysis.request_latency
     if head.cold_starts or len(head.by_operation) > 1:
@@ -184,7 +188,7 @@ def _latency_model_lines(analysis: Analysis, top: int) -> list[str]:
             + [head.latency_ms[q] for q in quantiles]
         ]
         rows += [
-            [_clip(o.service, 24), _clip(o.name), o.traces] + [o.latency_ms[q] for q in quantiles]
+            [clip(o.service, 24), clip(o.name), o.traces] + [o.latency_ms[q] for q in quantiles]
             for o in head.by_operation[:top]
         ]
         out += [
@@ -206,16 +210,12 @@ def _latency_model_lines(analysis: Analysis, top: int) -> list[str]:
 
 def _hotspot_lines(analysis: Analysis, top: int) -> list[str]:
     """The critical-path CPU profile, when any span carries CPU stacks."""
-    from tracelens.analysis.hotspots import render_text as hotspots_text
-
     hot = analysis.cpu_hotspots
     return ["", hotspots_text(hot, top=top).rstrip("\n")] if hot.spans else []
 
 
 def _finding_lines(f: Finding) -> list[str]:
-    head = f"- {f.type.value} [{f.confidence}]"
-    if isinstance(f.details, WhatIfDetails):
-        head = f"- what_if {f.details.what_if} [{f.confidence}]"
+    head = f"- {f.label} [{f.confidence}]"
     if f.parent:
         head += f" under {f.parent}"
     head += f": {', '.join(f.names)}"
@@ -228,12 +228,8 @@ def _finding_lines(f: Finding) -> list[str]:
         lines.append(f"    alternative to finding #{f.alternative_to + 1}: not an additive saving")
     elif not f.top_change:
         lines.append("    a note, not a top change")
-    if isinstance(f.details, CacheDetails):
-        extra = []
-        if f.details.identical_results is not None:
-            extra.append(f"identical results: {'yes' if f.details.identical_results else 'no'}")
-        extra.append(f"suggested TTL {f.details.suggested_ttl_s:g} s")
-        lines.append("    " + "; ".join(extra))
+    if f.details is not None:
+        lines += [f"    {line}" for line in f.details.text_lines()]
     if f.explanation:
         lines.append(f"    {f.explanation}")
     return lines
@@ -242,3 +238,8 @@ def _finding_lines(f: Finding) -> list[str]:
 def _largest(t: TraceSummary) -> str:
     largest = t.largest_kind()
     return "-" if largest is None else f"{largest[0]} {largest[1]:.0%}"
+
+
+register(Analysis, "text", render_text)
+
+__all__ = ["clip", "render_text", "table"]

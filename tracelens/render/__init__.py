@@ -1,0 +1,18 @@
+"""The renderers: each reads a typed result and writes one output (as pyinstrument keeps one
+``Renderer.render(session)`` per output, and its session imports no renderer).
+
+* ``text``: an ``Analysis`` as terminal tables (``tracelens analyze --format text``);
+* ``diff_text``: a ``Diff`` as terminal text (``tracelens diff --format text``);
+* ``json``: the JSON documents (``docs/analysis-json.md``) as text, from the results' ``to_dict``;
+* the HTML pages are the ``tracelens.report`` package's, the folded stacks
+  ``tracelens.analysis.hotspots.folded``.
+
+Importing the package registers the text renderers with ``tracelens.analysis.outputs``, which is
+how ``Analysis.to_text`` and ``Diff.to_text`` find them without importing them.
+"""
+
+from __future__ import annotations
+
+from tracelens.render import diff_text, json, text
+
+__all__ = ["diff_text", "json", "text"]
