@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from tracelens.formats import NAMES
+
 Decorator = Callable[[Any], Any]
 
 
@@ -39,8 +41,8 @@ db_option = click.option(
     help="DuckDB store (default ./tracelens.duckdb).",
 )
 
-# tracelens.ingest.FORMATS, spelled here so that options load no importer (a test keeps them equal).
-INPUT_FORMATS = ("otlp-json", "otlp-proto", "jaeger", "zipkin")
+# The formats' table (pure data: options load no importer).
+INPUT_FORMATS = NAMES
 
 input_format_option = click.option(
     "--input-format",
