@@ -112,6 +112,9 @@ def test_the_cli_detection_and_readme_come_from_the_formats_table() -> None:
     assert tuple(choice.type.choices) == NAMES == ("otlp-json", "otlp-proto", "jaeger", "zipkin")
     assert detect.FORMATS == NAMES
     assert set(detect.JSON_CODECS) == set(detect.JSON_FORMATS) == {"otlp-json", "jaeger", "zipkin"}
+    assert {n: m.__name__ for n, m in detect.JSON_CODECS.items()} == {
+        f.name: f"tracelens.ingest.{f.decoder}" for f in INPUT_FORMATS if f.json
+    }
     # Detection by shape: a minimal document of each JSON format is told as that format.
     docs = {
         "otlp-json": {"resourceSpans": []},

@@ -5,16 +5,17 @@ protobuf when the first byte is ``0x0a`` (field 1, length-delimited: ``resource_
 non-empty ExportTraceServiceRequest and TracesData begins).  A parsed JSON document is then told
 apart by its shape: ``resourceSpans`` (OTLP, also inside Jaeger v3's ``result``), ``data`` or
 ``traceID`` + ``spans`` (Jaeger), an array of ``{traceId, id}`` (Zipkin v2).  The formats are
-``tracelens.formats``' table; ``JSON_CODECS`` binds each JSON one to its decoder module.
+``tracelens.formats``' table; ``JSON_CODECS`` loads the decoder module it names for each JSON
+one.
 """
 
 from __future__ import annotations
 
+import importlib
 from types import ModuleType
 from typing import Any, Final
 
 from tracelens.formats import INPUT_FORMATS, NAMES, tried
-from tracelens.ingest import jaeger, otlp_json, zipkin
 
 OTLP_JSON: Final = "otlp-json"
 OTLP_PROTO: Final = "otlp-proto"
@@ -24,7 +25,11 @@ FORMATS: Final = NAMES
 JSON_FORMATS: Final = tuple(f.name for f in INPUT_FORMATS if f.json)
 
 # Each JSON format's module: ``looks_like(doc)`` (its shape) and ``decode(doc, batch, warnings)``.
-JSON_CODECS: Final[dict[str, ModuleType]] = {OTLP_JSON: otlp_json, JAEGER: jaeger, ZIPKIN: zipkin}
+JSON_CODECS: Final[dict[str, ModuleType]] = {
+    f.name: importlib.import_module(f"{__package__}.{f.decoder}")
+    for f in INPUT_FORMATS
+    if f.json and f.decoder is not None
+}
 
 GZIP_MAGIC: Final = b"\x1f\x8b"
 _PROTO_FIRST_BYTE: Final = 0x0A

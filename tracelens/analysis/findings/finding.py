@@ -6,8 +6,8 @@ one JSON form of a finding (``docs/analysis-json.md``) is written by ``Analysis.
 :class:`FindingType`: adding one means adding a member here (its rank breaks ties in the
 ordering of findings) and a detector that builds it.
 
-What each type shows lives with the type, not in the renderers: its title (``TITLES``, the
-``title`` of a :class:`Finding`) and its own figures (the ``facts`` and ``text_lines`` of its
+What each type shows lives with the type, not in the renderers: its headline (``FindingType.headline``,
+the ``title`` of a :class:`Finding`) and its own figures (the ``facts`` and ``text_lines`` of its
 details class), so the text and HTML renderers hold no per-type branches.
 """
 
@@ -19,39 +19,52 @@ from typing import Literal
 
 
 class FindingType(str, Enum):
-    """The kinds of bottleneck, in the order that breaks ties between equal savings."""
+    """The finding types, one table: a member per type, in the order that breaks ties between
+    equal savings (its ``rank``).  Each member's entry: its JSON ``type`` (the schema name),
+    its headline (``headline``, over the finding's names; None: "<Type>: {names}"), its detector
+    (``"module:function"`` in ``tracelens.analysis.findings``: a ``Detector`` that reads
+    ``detectors.Inputs``, called by ``candidates``; None: built elsewhere, e.g. the what-ifs asked
+    for, or by another type's detector) and whether it is reported only with a saving on the
+    critical path.  Its details class and its detector live in its own module; adding a type is
+    a member here plus that module (``docs/architecture.md``, "How to add")."""
 
-    PARALLELIZABLE = "parallelizable"
-    CACHEABLE = "cacheable"
-    RETRY = "retry"
-    N_PLUS_ONE = "n_plus_one"
-    TAIL = "tail"
-    REPEATED_WRITE = "repeated_write"
-    POLLING = "polling"
-    WHAT_IF = "what_if"  # a latency-model what-if asked for (analyze --what-if)
-    LAUNCH_BOUND = "launch_bound"  # model calls whose GPU waits for the host
+    _value_: str
+    headline: str | None
+    detector: str | None
+    needs_saving: bool
+
+    def __new__(
+        cls,
+        value: str,
+        headline: str | None = None,
+        detector: str | None = None,
+        needs_saving: bool = False,
+    ) -> FindingType:
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.headline = headline
+        member.detector = detector
+        member.needs_saving = needs_saving
+        return member
+
+    # fmt: off
+    PARALLELIZABLE = ("parallelizable", "Run {names} in parallel", "detectors:parallelizable", True)
+    CACHEABLE = ("cacheable", "Cache {names}", "detectors:cacheable")
+    RETRY = ("retry", "Stop the retries of {names}", "detectors:retry")
+    N_PLUS_ONE = ("n_plus_one", "Batch the repeated {names} calls", "detectors:n_plus_one", True)
+    TAIL = ("tail", None, "detectors:tail", True)
+    REPEATED_WRITE = ("repeated_write", None, "detectors:repeated_write")
+    POLLING = ("polling", None, None)  # found with the repeats (detectors:cacheable)
+    WHAT_IF = ("what_if", None, None)  # a latency-model what-if asked for (analyze --what-if)
+    LAUNCH_BOUND = ("launch_bound", "Keep the GPU busy: {names} is launch-bound", "detectors:launch_bound")  # noqa: E501
+    # fmt: on
 
     @property
     def rank(self) -> int:
         return _RANK[self]
 
-    @property
-    def needs_saving(self) -> bool:
-        """Types whose whole point is the latency saving: without one they are not reported."""
-        return self in _NEEDS_SAVING
-
 
 _RANK = {t: k for k, t in enumerate(FindingType)}
-
-# The headline of each type (``Finding.title``); a type without one reads "<Type>: {names}".
-TITLES: dict[FindingType, str] = {
-    FindingType.PARALLELIZABLE: "Run {names} in parallel",
-    FindingType.CACHEABLE: "Cache {names}",
-    FindingType.RETRY: "Stop the retries of {names}",
-    FindingType.N_PLUS_ONE: "Batch the repeated {names} calls",
-    FindingType.LAUNCH_BOUND: "Keep the GPU busy: {names} is launch-bound",
-}
-_NEEDS_SAVING = frozenset({FindingType.PARALLELIZABLE, FindingType.N_PLUS_ONE, FindingType.TAIL})
 
 Confidence = Literal["low", "medium", "high"]
 CONFIDENCE: tuple[Confidence, ...] = ("low", "medium", "high")  # weakest first
@@ -70,9 +83,12 @@ class Evidence:
 Fact = str | float | bool | None
 
 
+@dataclass(frozen=True)
 class Shown:
-    """What a details class shows beyond the common fields (a mixin of the details classes:
-    their fields are the JSON's, ``docs/analysis-json.md``)."""
+    """The base of every type's details class (``Details``): its fields are the finding's own
+    in the JSON (``docs/analysis-json.md``), its methods what the text and HTML outputs show
+    beyond the common fields.  A new type's details class derives from it in the type's own
+    module; no union, no renderer changes."""
 
     def text_label(self) -> str | None:
         """The finding's name in the terminal output, when not its type's."""
@@ -176,9 +192,7 @@ class LaunchBoundDetails(Shown):
         ]
 
 
-Details = (
-    ParallelDetails | LoopDetails | CacheDetails | TailDetails | WhatIfDetails | LaunchBoundDetails
-)
+Details = Shown  # every type's details class derives from it
 
 
 @dataclass(frozen=True)
@@ -236,14 +250,14 @@ class Finding:
 
     @property
     def title(self) -> str:
-        """The headline a report gives the finding: the type's title (``TITLES``) over its
+        """The headline a report gives the finding: the type's ``headline`` over its
         names (the first four), or what its details say instead (a what-if: what was asked)."""
         names = _names(self.names)
         shown = self.details.title(names) if self.details is not None else None
         if shown is not None:
             return shown
         generic = self.type.value.replace("_", " ").capitalize() + ": {names}"
-        title = TITLES.get(self.type, generic).format(names=names)
+        title = (self.type.headline or generic).format(names=names)
         if self.type is FindingType.PARALLELIZABLE and self.parent:
             title += f" under {self.parent}"
         return title
@@ -262,7 +276,6 @@ def _names(names: list[str]) -> str:
 
 __all__ = [
     "CONFIDENCE",
-    "TITLES",
     "CacheDetails",
     "Confidence",
     "Details",
