@@ -2,13 +2,14 @@
 
 Detectors, the replay, the text output and the HTML report all read and write these objects; the
 one JSON form of a finding (``docs/analysis-json.md``) is written by ``Analysis.to_dict`` in
-``analysis/result.py``, nowhere else.  The finding types are the members of
-:class:`FindingType`: adding one means adding a member here (its rank breaks ties in the
-ordering of findings) and a detector that builds it.
+``analysis/result.py``, nowhere else.  :class:`FindingType` is the table of finding types:
+adding one means a member there (its position is its rank, which breaks ties in the ordering of
+findings) and its own module (its detector and details class).
 
-What each type shows lives with the type, not in the renderers: its headline (``FindingType.headline``,
-the ``title`` of a :class:`Finding`) and its own figures (the ``facts`` and ``text_lines`` of its
-details class), so the text and HTML renderers hold no per-type branches.
+What each type shows lives with the type, not in the renderers: its headline
+(``FindingType.headline``, the ``title`` of a :class:`Finding`) and its own figures (the
+``facts`` and ``text_lines`` of its details class), so the text and HTML renderers hold no
+per-type branches.
 """
 
 from __future__ import annotations
