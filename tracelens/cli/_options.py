@@ -58,7 +58,9 @@ def write_out(text: str, out: str | None) -> None:
     """A command's result to ``out`` (a file) or standard output, ending in one newline."""
     if out:
         with open(out, "w", encoding="utf-8") as fh:
-            fh.write(text if text.endswith("\n") else text + "\n")
+            fh.write(text)  # not ``text + "\n"``: a copy of an output of hundreds of MB
+            if not text.endswith("\n"):
+                fh.write("\n")
     else:
         click.echo(text, nl=not text.endswith("\n"))
 
