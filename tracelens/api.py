@@ -150,6 +150,7 @@ def analyze(
     master: str | None = None,
     spark_table: str | None = None,
     flamegraph_out: str | os.PathLike[str] | None = None,
+    memory_mb: int | None = None,
 ) -> Analysis:
     """Where each trace's end-to-end latency went: the library form of ``tracelens analyze``.
 
@@ -163,8 +164,12 @@ def analyze(
     ``spark_table``, with the same result.  ``flamegraph_out`` writes the critical-path CPU
     stacks (``Analysis.cpu_hotspots``) there in flamegraph.pl's folded format, for
     flamegraph.pl, speedscope or Pyroscope (``docs/analysis-json.md``, "cpu_hotspots").
+    ``memory_mb`` (default: half the machine's memory) is the embedded analysis' budget: a
+    read estimated to need more is refused with ``BudgetError`` (``tracelens.analysis.budget``),
+    a store's before it is read.
     """
     from tracelens.analysis import ANALYSIS_COLUMNS, analyze_spans
+    from tracelens.analysis.budget import check as check_budget
 
     bar = bar or Progress(enabled=False)
     _check_sources(files, parquet, engine, spark_table)
@@ -179,6 +184,13 @@ def analyze(
         source = SparkTable(spark_table) if spark_table else parquet
         result = get_engine(engine, master=master).analyze(source, top=top, findings=findings)
     else:
+        source, narrow = _budget_source(files, db, parquet)
+        if not files and parquet is None:
+            from tracelens.collector.reader import count_store
+
+            counted = count_store(db, start_ns=start_ns, end_ns=end_ns)
+            if counted is not None:
+                check_budget(counted, memory_mb, source, narrow)
         loaded = load_spans(
             files,
             db=db,
@@ -190,6 +202,7 @@ def analyze(
             bar=bar,
             parquet=parquet,
         )
+        check_budget(loaded.spans.num_rows, memory_mb, source, narrow)
         bar.set_label(f"analysing {loaded.spans.num_rows:,} spans")
         notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
         result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)
@@ -202,6 +215,19 @@ def analyze(
         result.findings.extend(found)
         result.what_ifs = said
     return _flamegraph(result, flamegraph_out)
+
+
+def _budget_source(
+    files: Sequence[str | os.PathLike[str]],
+    db: str | None,
+    parquet: str | os.PathLike[str] | None,
+) -> tuple[str, str]:
+    """What a memory-budget refusal names: the source, and how to read less of it."""
+    if parquet is not None:
+        return os.fspath(parquet), "a smaller span set"
+    if files:
+        return f"{len(files)} file(s)", "fewer files at a time"
+    return f"the store {db or default_db_path()}", "a time window: start_ns/end_ns in the library"
 
 
 def _what_ifs(what_if: Sequence[str]) -> list[WhatIf]:

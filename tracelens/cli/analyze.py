@@ -60,6 +60,13 @@ from tracelens.cli._options import (
     "Also write the critical-path CPU stacks here, folded (flamegraph.pl, speedscope, Pyroscope).",
     writable=True,
 )
+@number_option(
+    "--memory-mb",
+    click.IntRange(min=1),
+    None,
+    "Memory budget of the analysis in MiB (default: half the machine's memory): a store or "
+    "files estimated to need more (384 MiB + 2,400 bytes a span) are refused, exit 2.",
+)
 @engine_options
 def analyze(format_: str, out: str | None, **options: Any) -> None:
     """Critical path, latency by cpu/gpu/io/wait and bottlenecks of traces in FILES or the store.

@@ -283,6 +283,21 @@ class DuckDBStore:
     def count(self) -> int:
         return self._write("counting spans", self._count_on)
 
+    def count_spans(self, *, start_ns: int | None = None, end_ns: int | None = None) -> int:
+        """How many spans ``read`` would return for the window, without reading them (the
+        analysis budget is checked against it before the read)."""
+        sql, params = self._select(["count(*)"], start_ns, end_ns)
+        self._heal()
+        with self._read_lock:
+            cur = self._reader.cursor()
+            try:
+                row = cur.execute(sql, params or None).fetchone()
+            except duckdb.Error as exc:
+                raise self._failed(exc, "counting spans") from None
+            finally:
+                cur.close()
+        return int(row[0]) if row else 0
+
     def read(
         self,
         columns: Sequence[str] | None = None,

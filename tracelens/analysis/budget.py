@@ -1,0 +1,74 @@
+"""The memory budget of an embedded analysis: the one rule that refuses a read too large for it.
+
+The embedded engine holds every span of the analysis at once (the span table, its Polars copy
+with the per-span results, the critical-path sections, the tree), so its peak grows with the
+span count.  Rather than let a large store exhaust the machine (3.07M spans once took 15.3 GB),
+``analyze`` estimates its peak from the span count before it reads the store, and again once
+files are loaded, and refuses with ``BudgetError`` when the estimate exceeds the budget.
+
+The figures are measured (``python bench/analyze_memory.py``; README, "Hostile input and
+limits"): peak RSS of ``tracelens analyze --db`` on agent-shaped traces (bench/synth.py, 50 spans
+a trace) is about 270-350 MiB plus 1.7 KB a span for the text output and 2.3 KB a span for the
+JSON of every trace.  The estimate uses the larger, rounded up (``FIXED_MIB`` +
+``BYTES_PER_SPAN`` a span), so a run the budget admits stays under it.  Spans carrying many
+attributes cost more than these; a budget with headroom covers them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from tracelens.errors import BudgetError
+
+BYTES_PER_SPAN = 2_400  # the JSON of every trace measured 2.3 KB a span, the text 1.7 KB
+FIXED_MIB = 384  # the interpreter, its libraries and the output's fixed part (270-350 measured)
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """What analysing ``spans`` spans is expected to need, against the budget."""
+
+    spans: int
+    need_mb: int
+    budget_mb: int
+
+    @property
+    def fits(self) -> bool:
+        return self.need_mb <= self.budget_mb
+
+
+def default_memory_mb() -> int:
+    """Half the memory of the machine (or of the container's cgroup limit, when lower)."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as fh:
+            limit = fh.read().strip()
+        if limit.isdigit():
+            total = min(total, int(limit))
+    except OSError:
+        pass
+    return max(1, total // 2 // MIB)
+
+
+def estimate(spans: int, memory_mb: int | None = None) -> Estimate:
+    """The estimated peak of analysing ``spans`` spans, against ``memory_mb`` (default
+    ``default_memory_mb()``)."""
+    need = FIXED_MIB + -(-spans * BYTES_PER_SPAN // MIB)
+    return Estimate(spans, need, default_memory_mb() if memory_mb is None else memory_mb)
+
+
+def check(spans: int, memory_mb: int | None, source: str, narrow: str = "") -> None:
+    """Refuse (``BudgetError``) to analyse ``spans`` spans of ``source`` over the budget; the
+    message names the budget, the estimate, the option that raises it and, in ``narrow``, how
+    to read fewer spans."""
+    est = estimate(spans, memory_mb)
+    if est.fits:
+        return
+    how = f"; or read fewer spans ({narrow})" if narrow else ""
+    raise BudgetError(
+        f"{source}: {spans:,} span{'' if spans == 1 else 's'} would need about {est.need_mb:,} MiB to analyse "
+        f"({FIXED_MIB} MiB + {BYTES_PER_SPAN:,} bytes a span), over the memory budget of "
+        f"{est.budget_mb:,} MiB; raise it with --memory-mb (memory_mb in the library){how}"
+    )
