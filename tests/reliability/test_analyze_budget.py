@@ -24,7 +24,7 @@ from tracelens.errors import BudgetError
 from tracelens.store import DuckDBStore
 
 sys.path.insert(0, str(ROOT / "bench"))
-from synth import DEFAULT_START_NS, write_store  # noqa: E402
+from synth import DEFAULT_START_NS, write_store
 
 SPANS_PER_TRACE = 50  # bench/synth.py's template
 MINUTE_NS = 60 * 10**9  # synth's spacing between trace starts
@@ -63,7 +63,7 @@ def test_the_library_raises_the_same_refusal(small_store: str, tmp_path: Path) -
         api.analyze(parquet=parquet, memory_mb=300)
     # Files too: the OpenTelemetry example holds one span (384 MiB + 2,400 bytes: 385 MiB).
     example = ROOT / "fixtures" / "otlp" / "opentelemetry-proto_examples_trace.json"
-    with pytest.raises(BudgetError, match=r"1 file\(s\): 1 spans would need about 385 MiB"):
+    with pytest.raises(BudgetError, match=r"1 file\(s\): 1 span would need about 385 MiB"):
         api.analyze([example], memory_mb=384)
     assert api.analyze([example], memory_mb=385).summary.traces == 1
 

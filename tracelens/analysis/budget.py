@@ -67,8 +67,9 @@ def check(spans: int, memory_mb: int | None, source: str, narrow: str = "") -> N
     if est.fits:
         return
     how = f"; or read fewer spans ({narrow})" if narrow else ""
+    what = f"{spans:,} span{'' if spans == 1 else 's'}"
     raise BudgetError(
-        f"{source}: {spans:,} span{'' if spans == 1 else 's'} would need about {est.need_mb:,} MiB to analyse "
+        f"{source}: {what} would need about {est.need_mb:,} MiB to analyse "
         f"({FIXED_MIB} MiB + {BYTES_PER_SPAN:,} bytes a span), over the memory budget of "
         f"{est.budget_mb:,} MiB; raise it with --memory-mb (memory_mb in the library){how}"
     )

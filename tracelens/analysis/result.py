@@ -95,7 +95,7 @@ class Analysis:
         """The ``tracelens.analysis/1`` document (docs/analysis-json.md)."""
         return self._document([_trace_json(t) for t in self.slowest(self.top)])
 
-    def _document(self, traces: list[dict[str, Any]]) -> dict[str, Any]:
+    def _document(self, traces: list[Any]) -> dict[str, Any]:
         from tracelens.analysis.gpu import MAX_MODEL_CALLS
 
         return {
