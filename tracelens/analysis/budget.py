@@ -8,9 +8,9 @@ files are loaded, and refuses with ``BudgetError`` when the estimate exceeds the
 
 The figures are measured (``python bench/analyze_memory.py``; README, "Hostile input and
 limits"): peak RSS of ``tracelens analyze --db`` on agent-shaped traces (bench/synth.py, 50 spans
-a trace) is about 270-350 MiB plus 1.7 KB a span for the text output and 2.3 KB a span for the
-JSON of every trace.  The estimate uses the larger, rounded up (``FIXED_MIB`` +
-``BYTES_PER_SPAN`` a span), so a run the budget admits stays under it.  Spans carrying many
+a trace) was 813 and 920 MiB for 300k spans, 1,900 and 2,424 MiB for 1M (text; JSON of every
+trace): 1.6 and 2.25 KB a span over about 300 MiB.  The estimate uses the larger, rounded up
+(``FIXED_MIB`` + ``BYTES_PER_SPAN`` a span), so a run the budget admits stays under it.  Spans carrying many
 attributes cost more than these; a budget with headroom covers them.
 """
 
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from tracelens.errors import BudgetError
 
-BYTES_PER_SPAN = 2_400  # the JSON of every trace measured 2.3 KB a span, the text 1.7 KB
-FIXED_MIB = 384  # the interpreter, its libraries and the output's fixed part (270-350 measured)
+BYTES_PER_SPAN = 2_400  # the JSON of every trace measured 2.25 KB a span, the text 1.6 KB
+FIXED_MIB = 384  # the interpreter, its libraries and the output's fixed part (~300 measured)
 MIB = 1 << 20
 
 
