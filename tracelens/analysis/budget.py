@@ -10,8 +10,8 @@ The figures are measured (``python bench/analyze_memory.py``; README, "Hostile i
 limits"): peak RSS of ``tracelens analyze --db`` on agent-shaped traces (bench/synth.py, 50 spans
 a trace) was 813 and 920 MiB for 300k spans, 1,900 and 2,424 MiB for 1M (text; JSON of every
 trace): 1.6 and 2.25 KB a span over about 300 MiB.  The estimate uses the larger, rounded up
-(``FIXED_MIB`` + ``BYTES_PER_SPAN`` a span), so a run the budget admits stays under it.  Spans carrying many
-attributes cost more than these; a budget with headroom covers them.
+(``FIXED_MIB`` + ``BYTES_PER_SPAN`` a span), so a run the budget admits stays under it.  Spans
+carrying many attributes cost more than these; a budget with headroom covers them.
 """
 
 from __future__ import annotations
