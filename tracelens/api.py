@@ -170,6 +170,7 @@ def analyze(
     """
     from tracelens.analysis import ANALYSIS_COLUMNS, analyze_spans
     from tracelens.analysis.budget import check as check_budget
+    from tracelens.analysis.budget import table_counts
 
     bar = bar or Progress(enabled=False)
     _check_sources(files, parquet, engine, spark_table)
@@ -202,7 +203,7 @@ def analyze(
             bar=bar,
             parquet=parquet,
         )
-        check_budget(loaded.spans.num_rows, memory_mb, source, narrow)
+        check_budget(table_counts(loaded.spans), memory_mb, source, narrow)
         bar.set_label(f"analysing {loaded.spans.num_rows:,} spans")
         notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
         result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)

@@ -27,6 +27,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from synth import DEFAULT_START_NS, write_store
 
 SPANS_PER_TRACE = 50  # bench/synth.py's template
+ATTRIBUTES_PER_TRACE = 37  # its spans' attributes, added up by hand
 MINUTE_NS = 60 * 10**9  # synth's spacing between trace starts
 
 
@@ -39,9 +40,12 @@ def small_store(tmp_path_factory: pytest.TempPathFactory) -> str:
 
 @pytest.mark.smoke
 def test_a_store_over_the_budget_is_refused_and_under_it_analysed(small_store: str) -> None:
-    # 2,000 spans: 384 MiB + 2,000 x 2,400 bytes = 389 MiB estimated, over a 300 MiB budget.
+    # 2,000 spans, 1,480 attributes: 384 MiB + (2,000 x 2,400 + 1,480 x 100) bytes = 389 MiB
+    # estimated (rounded up), over a 300 MiB budget.
     refused = cli("analyze", "--db", small_store, "--memory-mb", "300")
-    clean_exit_2(refused, small_store, "2,000 spans", "389 MiB", "300 MiB", "--memory-mb")
+    clean_exit_2(
+        refused, small_store, "2,000 spans (1,480 attributes)", "389 MiB", "300 MiB", "--memory-mb"
+    )
     assert refused.stdout == ""
     done = cli("analyze", "--db", small_store, "--memory-mb", "1024", "--format", "json")
     assert done.returncode == 0, done.stderr[-2000:]
@@ -61,9 +65,11 @@ def test_the_library_raises_the_same_refusal(small_store: str, tmp_path: Path) -
     assert cli("export", "--db", small_store, "--parquet", str(parquet)).returncode == 0
     with pytest.raises(BudgetError, match=r"spans: 2,000 spans"):
         api.analyze(parquet=parquet, memory_mb=300)
-    # Files too: the OpenTelemetry example holds one span (384 MiB + 2,400 bytes: 385 MiB).
+    # Files too: the OpenTelemetry example holds one span (384 MiB + a few KB: 385 MiB).
     example = ROOT / "fixtures" / "otlp" / "opentelemetry-proto_examples_trace.json"
-    with pytest.raises(BudgetError, match=r"1 file\(s\): 1 span would need about 385 MiB"):
+    with pytest.raises(
+        BudgetError, match=r"1 file\(s\): 1 span \([0-9]+ attributes\) would need about 385 MiB"
+    ):
         api.analyze([example], memory_mb=384)
     assert api.analyze([example], memory_mb=385).summary.traces == 1
 
@@ -71,19 +77,22 @@ def test_the_library_raises_the_same_refusal(small_store: str, tmp_path: Path) -
 def test_the_count_is_what_the_read_returns(small_store: str) -> None:
     with DuckDBStore(small_store, read_only=True) as store:
         for start, end in [(None, None), (DEFAULT_START_NS + 5 * MINUTE_NS, None), (0, 1)]:
-            want = store.read(["trace_id"], start_ns=start, end_ns=end).num_rows
+            read = store.read(["attributes"], start_ns=start, end_ns=end).column("attributes")
+            maps = read.to_pylist()
+            want = (len(maps), sum(len(m) for m in maps if m))
             assert store.count_spans(start_ns=start, end_ns=end) == want
+    assert want == (0, 0)  # the last window holds nothing
 
 
 @pytest.mark.heavy
 def test_analyze_of_a_million_spans_stays_under_the_budget_it_admits(tmp_path: Path) -> None:
     db = str(tmp_path / "1m.duckdb")
     assert write_store(db, 20_000) == 1_000_000
-    # 384 + 1e6 * 2400 / 2**20 = 2,673 MiB: the smallest budget that admits it.
-    refused = cli("analyze", "--db", db, "--memory-mb", "2672")
-    clean_exit_2(refused, "1,000,000 spans", "2,673 MiB", "--memory-mb")
+    # 384 + (1e6 * 2400 + 740,000 * 100) / 2**20 = 2,744 MiB: the smallest budget admitting it.
+    refused = cli("analyze", "--db", db, "--memory-mb", "2743")
+    clean_exit_2(refused, "1,000,000 spans (740,000 attributes)", "2,744 MiB", "--memory-mb")
     out = tmp_path / "analysis.json"
-    args = ["analyze", "--db", db, "--memory-mb", "2673", "--format", "json", "--out", str(out)]
+    args = ["analyze", "--db", db, "--memory-mb", "2744", "--format", "json", "--out", str(out)]
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracelens.cli", *args], cwd=ROOT, stderr=subprocess.PIPE
     )
@@ -92,4 +101,29 @@ def test_analyze_of_a_million_spans_stays_under_the_budget_it_admits(tmp_path: P
     peak_mib = rss.stop() / 2**20
     assert proc.returncode == 0, err[-2000:]
     assert json.loads(out.read_text())["summary"]["traces"] == 20_000
-    assert peak_mib <= 2673, f"peak RSS {peak_mib:,.0f} MiB over the 2,673 MiB budget"
+    assert peak_mib <= 2744, f"peak RSS {peak_mib:,.0f} MiB over the 2,744 MiB budget"
+
+
+@pytest.mark.heavy
+def test_a_three_million_span_store_is_refused_under_2048_mib_before_the_read(
+    tmp_path: Path,
+) -> None:
+    """Issue 27's case: ``analyze --db`` on 3M spans took 15.3 GB.  Under a 2,048 MiB budget it
+    is refused from the count alone: exit 2, the message, and a peak RSS far under the budget
+    (reading the spans alone would hold ~900 MiB: 300 bytes a span, bench/analyze_memory.py)."""
+    db = str(tmp_path / "3m.duckdb")
+    assert write_store(db, 60_000) == 3_000_000
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracelens.cli", "analyze", "--db", db, "--memory-mb", "2048"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    rss = PeakRss(proc.pid)
+    out, err = proc.communicate(timeout=300)
+    peak_mib = rss.stop() / 2**20
+    result = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
+    # 384 + (3e6 * 2400 + 2.22M * 100) / 2**20 = 7,463 MiB.
+    clean_exit_2(result, db, "3,000,000 spans", "7,463 MiB", "2,048 MiB", "--memory-mb")
+    assert peak_mib < 600, f"the refusal peaked at {peak_mib:,.0f} MiB: was the store read?"

@@ -65,7 +65,8 @@ from tracelens.cli._options import (
     click.IntRange(min=1),
     None,
     "Memory budget of the analysis in MiB (default: half the machine's memory): a store or "
-    "files estimated to need more (384 MiB + 2,400 bytes a span) are refused, exit 2.",
+    "files estimated to need more (384 MiB + 2,400 bytes a span + 100 an attribute) are refused, "
+    "exit 2.",
 )
 @engine_options
 def analyze(format_: str, out: str | None, **options: Any) -> None:

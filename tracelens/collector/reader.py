@@ -66,11 +66,11 @@ def read_store(
 
 def count_store(
     db: str | None = None, start_ns: int | None = None, end_ns: int | None = None
-) -> int | None:
-    """How many spans ``read_store`` would return, counted in the file without reading them;
-    None when that cannot be known before the read: a running collector holds the file, or it
-    cannot be opened (``read_store`` then says why).  Spans still in a killed collector's
-    journal are not counted (``read_store`` merges them first)."""
+) -> tuple[int, int] | None:
+    """How many spans ``read_store`` would return, and their attributes, counted in the file
+    without reading them; None when that cannot be known before the read: a running collector
+    holds the file, or it cannot be opened (``read_store`` then says why). Spans still in a
+    killed collector's journal are not counted (``read_store`` merges them first)."""
     path = db or default_db_path()
     if discovery.find(path) is not None:
         return None

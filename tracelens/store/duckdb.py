@@ -283,10 +283,13 @@ class DuckDBStore:
     def count(self) -> int:
         return self._write("counting spans", self._count_on)
 
-    def count_spans(self, *, start_ns: int | None = None, end_ns: int | None = None) -> int:
-        """How many spans ``read`` would return for the window, without reading them (the
-        analysis budget is checked against it before the read)."""
-        sql, params = self._select(["count(*)"], start_ns, end_ns)
+    def count_spans(
+        self, *, start_ns: int | None = None, end_ns: int | None = None
+    ) -> tuple[int, int]:
+        """How many spans ``read`` would return for the window, and how many attributes they
+        carry, without reading them (the analysis budget is checked against them first)."""
+        size = "cardinality" if self._table == VIEW else "len"  # version 1: a MAP column
+        sql, params = self._select(["count(*)", f"sum({size}(attributes))"], start_ns, end_ns)
         self._heal()
         with self._read_lock:
             cur = self._reader.cursor()
@@ -296,7 +299,7 @@ class DuckDBStore:
                 raise self._failed(exc, "counting spans") from None
             finally:
                 cur.close()
-        return int(row[0]) if row else 0
+        return (int(row[0]), int(row[1] or 0)) if row else (0, 0)
 
     def read(
         self,
