@@ -74,6 +74,18 @@ def test_the_library_raises_the_same_refusal(small_store: str, tmp_path: Path) -
     assert api.analyze([example], memory_mb=385).summary.traces == 1
 
 
+def test_report_takes_the_same_budget(small_store: str, tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    refused = cli("report", "--db", small_store, "--out", str(page), "--memory-mb", "300")
+    clean_exit_2(refused, "2,000 spans", "389 MiB", "300 MiB", "--memory-mb")
+    assert not page.exists()
+    # --weekly: each week's budget.  synth's 40 traces start a minute apart on one Monday.
+    weekly = ["report", "--db", small_store, "--weekly", "--out-dir", str(tmp_path / "weeks")]
+    clean_exit_2(cli(*weekly, "--memory-mb", "300"), "2,000 spans", "--memory-mb")
+    assert cli(*weekly, "--memory-mb", "1024").returncode == 0
+    assert (tmp_path / "weeks" / "index.html").exists()
+
+
 def test_the_count_is_what_the_read_returns(small_store: str) -> None:
     with DuckDBStore(small_store, read_only=True) as store:
         for start, end in [(None, None), (DEFAULT_START_NS + 5 * MINUTE_NS, None), (0, 1)]:

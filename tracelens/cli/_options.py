@@ -65,6 +65,14 @@ def write_out(text: str, out: str | None) -> None:
         click.echo(text, nl=not text.endswith("\n"))
 
 
+memory_option = number_option(
+    "--memory-mb",
+    click.IntRange(min=1),
+    None,
+    "Memory budget of the analysis in MiB (default: half the machine's memory): a store or "
+    "files estimated to need more (384 MiB + 2,400 bytes a span + 100 an attribute) are refused, "
+    "exit 2.",
+)
 findings_option = click.option(
     "--findings/--no-findings",
     default=True,

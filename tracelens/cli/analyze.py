@@ -14,6 +14,7 @@ from tracelens.cli._options import (
     file_option,
     findings_option,
     input_format_option,
+    memory_option,
     number_option,
     out_option,
     write_out,
@@ -60,14 +61,7 @@ from tracelens.cli._options import (
     "Also write the critical-path CPU stacks here, folded (flamegraph.pl, speedscope, Pyroscope).",
     writable=True,
 )
-@number_option(
-    "--memory-mb",
-    click.IntRange(min=1),
-    None,
-    "Memory budget of the analysis in MiB (default: half the machine's memory): a store or "
-    "files estimated to need more (384 MiB + 2,400 bytes a span + 100 an attribute) are refused, "
-    "exit 2.",
-)
+@memory_option
 @engine_options
 def analyze(format_: str, out: str | None, **options: Any) -> None:
     """Critical path, latency by cpu/gpu/io/wait and bottlenecks of traces in FILES or the store.

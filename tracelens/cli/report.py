@@ -14,6 +14,7 @@ from tracelens.cli._options import (
     file_option,
     findings_option,
     input_format_option,
+    memory_option,
     value_option,
 )
 
@@ -39,6 +40,7 @@ from tracelens.cli._options import (
 @click.option("--title", default=None, help="The report's title.")
 @click.option("--keep-going", is_flag=True, help="Report on the other files when one is bad.")
 @findings_option
+@memory_option
 @engine_options
 def report(**options: Any) -> None:
     """A self-contained HTML report of the traces in FILES or the store.
