@@ -26,6 +26,8 @@ SMOKE = {
     "the Prometheus scrape": "test_metrics_prometheus.py",
     "diff significance": "test_diff.py",
     "the memory budget": "reliability/test_memory.py",
+    "analyze's memory budget": "reliability/test_analyze_budget.py",
+    "what-ifs on every path (analyze, report)": "test_what_if_paths.py",
 }
 NOT_DEFAULT = {"system", "heavy"}
 

@@ -141,6 +141,7 @@ def analyze(
     master: str | None = None,
     spark_table: str | None = None,
     flamegraph_out: str | os.PathLike[str] | None = None,
+    memory_mb: int | None = None,
 ) -> Analysis:
     """Where each trace's end-to-end latency went: the library form of ``tracelens analyze``.
 
@@ -154,8 +155,13 @@ def analyze(
     ``spark_table``, with the same result.  ``flamegraph_out`` writes the critical-path CPU
     stacks (``Analysis.cpu_hotspots``) there in flamegraph.pl's folded format, for
     flamegraph.pl, speedscope or Pyroscope (``docs/analysis-json.md``, "cpu_hotspots").
+    ``memory_mb`` (default: half the machine's memory) is the embedded analysis' budget: a
+    read estimated to need more is refused with ``BudgetError`` (``tracelens.analysis.budget``),
+    a store's before it is read.
     """
     from tracelens.analysis import ANALYSIS_COLUMNS
+    from tracelens.analysis.budget import check as check_budget
+    from tracelens.analysis.budget import table_counts
     from tracelens.analysis.whatif import parse_all
     from tracelens.engines import ParquetSpans, Source, SpanTable, SparkTable, get_engine
 
@@ -173,9 +179,22 @@ def analyze(
     if spark_table:
         source = SparkTable(spark_table)
     elif parquet is not None:
+        if engine == "embedded":
+            from tracelens.parquet import count_parquet
+
+            rows = count_parquet(parquet)
+            if rows is not None:
+                check_budget((rows, 0), memory_mb, *_budget_source(files, db, parquet))
         source = ParquetSpans.at(parquet)
         bar.set_label(f"reading {source.path}")
     else:
+        named, narrow = _budget_source(files, db, parquet)
+        if not files:
+            from tracelens.collector.reader import count_store
+
+            counted = count_store(db, start_ns=start_ns, end_ns=end_ns)
+            if counted is not None:
+                check_budget(counted, memory_mb, named, narrow)
         loaded = load_spans(
             files,
             db=db,
@@ -186,6 +205,7 @@ def analyze(
             end_ns=end_ns,
             bar=bar,
         )
+        check_budget(table_counts(loaded.spans), memory_mb, named, narrow)
         source = SpanTable(loaded.spans)
         notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
         errors = list(loaded.errors)
@@ -202,6 +222,19 @@ def analyze(
     )
     result.errors = list(errors)
     return _flamegraph(result, flamegraph_out)
+
+
+def _budget_source(
+    files: Sequence[str | os.PathLike[str]],
+    db: str | None,
+    parquet: str | os.PathLike[str] | None,
+) -> tuple[str, str]:
+    """What a memory-budget refusal names: the source, and how to read less of it."""
+    if parquet is not None:
+        return os.fspath(parquet), "a smaller span set"
+    if files:
+        return f"{len(files)} file(s)", "fewer files at a time"
+    return f"the store {db or default_db_path()}", "a time window: start_ns/end_ns in the library"
 
 
 def _flamegraph(result: Analysis, path: str | os.PathLike[str] | None) -> Analysis:

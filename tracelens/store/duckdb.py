@@ -306,6 +306,24 @@ class DuckDBStore:
     def count(self) -> int:
         return self._write("counting spans", self._count_on)
 
+    def count_spans(
+        self, *, start_ns: int | None = None, end_ns: int | None = None
+    ) -> tuple[int, int]:
+        """How many spans ``read`` would return for the window, and how many attributes they
+        carry, without reading them (the analysis budget is checked against them first)."""
+        size = "cardinality" if self._table == VIEW else "len"  # version 1: a MAP column
+        sql, params = self._select(["count(*)", f"sum({size}(attributes))"], start_ns, end_ns)
+        self._heal()
+        with self._read_lock:
+            cur = self._reader.cursor()
+            try:
+                row = cur.execute(sql, params or None).fetchone()
+            except duckdb.Error as exc:
+                raise self._failed(exc, "counting spans") from None
+            finally:
+                cur.close()
+        return (int(row[0]), int(row[1] or 0)) if row else (0, 0)
+
     def read(
         self,
         columns: Sequence[str] | None = None,
