@@ -517,8 +517,10 @@ def _collector_config(
     grpc_max_mb: float | None,
     queue_mb: float | None,
     announce: Announce,
-    metrics_quiet_s: float = 0.0,
+    span_metrics: bool = True,
+    metrics_quiet_s: float = 10.0,
     metrics_max_operations: int = 200,
+    metrics_max_open_traces: int = 100_000,
 ) -> CollectorConfig:
     """The collector's configuration from ``collect``'s parameters; ``OptionError`` names the
     one that cannot work."""
@@ -539,8 +541,10 @@ def _collector_config(
             http=http,
             grpc=None if grpc.strip().lower() in ("", "off", "none") else grpc,
             token=token or None,
+            span_metrics=span_metrics,
             metrics_quiet_s=metrics_quiet_s,
             metrics_max_operations=metrics_max_operations,
+            metrics_max_open_traces=metrics_max_open_traces,
         )
     except ValueError as exc:
         raise OptionError(str(exc)) from None
@@ -557,15 +561,18 @@ def collect(
     max_body_mb: int | None = None,
     grpc_max_mb: float | None = None,
     queue_mb: float | None = None,
-    metrics_quiet_s: float = 0.0,
+    span_metrics: bool = True,
+    metrics_quiet_s: float = 10.0,
     metrics_max_operations: int = 200,
+    metrics_max_open_traces: int = 100_000,
     announce: Announce = _announce,
 ) -> None:
     """Receive OTLP spans (HTTP and gRPC) into the store until SIGINT or SIGTERM: the library
     form of ``tracelens collect``.  ``grpc="off"`` serves HTTP only; ``announce`` gets the
-    listening addresses and warnings, one line each.  ``GET /metrics`` counts a trace
-    ``metrics_quiet_s`` after its last span (0: ingest metrics only), with at most
-    ``metrics_max_operations`` operation label pairs.
+    listening addresses and warnings, one line each.  ``GET /metrics`` carries span metrics
+    unless ``span_metrics=False``: a trace is counted ``metrics_quiet_s`` after its last span
+    (its root in), or at once when more than ``metrics_max_open_traces`` traces are open, with
+    at most ``metrics_max_operations`` operation label pairs.
 
     ``OptionError`` for parameters that cannot work, ``StoreError`` when the store cannot be
     opened, ``OSError`` when an address cannot be bound.
@@ -583,8 +590,10 @@ def collect(
         grpc_max_mb,
         queue_mb,
         announce,
+        span_metrics,
         metrics_quiet_s,
         metrics_max_operations,
+        metrics_max_open_traces,
     )
     run_collector(config, announce)
 
