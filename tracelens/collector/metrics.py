@@ -40,6 +40,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
 from tracelens.analysis.core import ANALYSIS_COLUMNS, analyze_traces
+from tracelens.analysis.kinds import ANALYSIS_ATTRIBUTES
 from tracelens.collector.completion import Completed, CompletionTracker
 from tracelens.collector.config import CollectorConfig
 from tracelens.collector.span_metrics import SpanMetrics, StageTimes
@@ -205,7 +206,9 @@ class AnalysisLoop:
             started = time.perf_counter()
             try:
                 table = self._store.read(
-                    ANALYSIS_COLUMNS, trace_ids=pa.array([c.trace_id for c in batch], pa.string())
+                    ANALYSIS_COLUMNS,
+                    trace_ids=pa.array([c.trace_id for c in batch], pa.string()),
+                    attribute_keys=ANALYSIS_ATTRIBUTES,  # what the analysis reads of the map
                 )
             except StoreError as exc:
                 read_s += time.perf_counter() - started

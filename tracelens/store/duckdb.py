@@ -290,17 +290,21 @@ class DuckDBStore:
         start_ns: int | None = None,
         end_ns: int | None = None,
         trace_ids: Sequence[str] | pa.Array | pa.ChunkedArray | None = None,
+        attribute_keys: Sequence[str] | None = None,
     ) -> pa.Table:
         """Whole traces: every span of each trace whose first span starts in [start_ns, end_ns)
         and, with ``trace_ids``, only of those traces (ids not stored are no error: they are
         simply not in the result).  With ``trace_ids`` the cost is one pass over the stored
-        trace ids, not a grouping of the whole store."""
+        trace ids, not a grouping of the whole store.  ``attribute_keys``: only these entries
+        of each span's ``attributes`` (what a reader needs, e.g. ``analysis.kinds``'
+        ``ANALYSIS_ATTRIBUTES``; less to copy out of the store)."""
         cols = list(columns) if columns else list(COLUMNS)
         unknown = [c for c in cols if c not in COLUMNS]
         if unknown:
             raise ValueError(f"unknown span columns: {', '.join(unknown)}")
         ids = None if trace_ids is None else _id_list(trace_ids)
         by_rows = ids is not None and start_ns is None and end_ns is None and self._table == TABLE
+        select = self._projection(cols, attribute_keys)
         self._heal()
         with self._read_lock:
             cur = self._reader.cursor()
@@ -316,11 +320,11 @@ class DuckDBStore:
                         [ids],
                     ).fetchall()[0]
                     rows = (0, -1) if lo is None else (int(lo), int(hi))
-                    sql, params = self._select(cols, None, None, ids, rows)
+                    sql, params = self._select(select, None, None, ids, rows)
                     result = cur.sql(sql, params=params).to_arrow_table()
                     cur.execute("COMMIT").fetchall()
                 else:
-                    sql, params = self._select(cols, start_ns, end_ns, ids)
+                    sql, params = self._select(select, start_ns, end_ns, ids)
                     result = cur.sql(sql, params=params or None).to_arrow_table()
             except duckdb.Error as exc:
                 raise self._failed(exc, "reading spans") from None
@@ -349,7 +353,7 @@ class DuckDBStore:
             raise ValueError(f"unknown span columns: {', '.join(unknown)}")
         schema = pa.schema([SPAN_SCHEMA.field(c) for c in cols])
         sql, params = self._select(
-            cols, start_ns, end_ns, None if trace_ids is None else _id_list(trace_ids)
+            ", ".join(cols), start_ns, end_ns, None if trace_ids is None else _id_list(trace_ids)
         )
         self._heal()
         with self._read_lock:
@@ -379,9 +383,22 @@ class DuckDBStore:
 
         return schema, batches()
 
+    def _projection(self, cols: list[str], attribute_keys: Sequence[str] | None) -> str:
+        """The select list: ``cols``, with ``attributes`` cut down to ``attribute_keys``."""
+        if attribute_keys is None or "attributes" not in cols:
+            return ", ".join(cols)
+        if isinstance(attribute_keys, str):
+            raise ValueError("attribute_keys: give a sequence of keys, not one string")
+        keys = ", ".join("'" + str(k).replace("'", "''") + "'" for k in attribute_keys)
+        entries = "attributes" if self._table == TABLE else "map_entries(attributes)"
+        kept = f"list_filter({entries}, lambda e: e.key IN ({keys or 'NULL'}))"
+        if self._table != TABLE:
+            kept = f"map_from_entries({kept})"
+        return ", ".join(f"{kept} AS attributes" if c == "attributes" else c for c in cols)
+
     def _select(
         self,
-        cols: list[str],
+        select: str,
         start_ns: int | None,
         end_ns: int | None,
         trace_ids: list[str] | None = None,
@@ -406,17 +423,17 @@ class DuckDBStore:
                 inner += " WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))"
             inner += f" GROUP BY trace_id HAVING {' AND '.join(conds)}"
             return (
-                f"SELECT {', '.join(cols)} FROM {self._table} WHERE trace_id IN ({inner})",
+                f"SELECT {select} FROM {self._table} WHERE trace_id IN ({inner})",
                 [*ids, *params],
             )
         if ids:
             span = "" if rows is None else "rowid BETWEEN ? AND ? AND "
             return (
-                f"SELECT {', '.join(cols)} FROM {self._table} "
+                f"SELECT {select} FROM {self._table} "
                 f"WHERE {span}trace_id IN (SELECT unnest(?::VARCHAR[]))",
                 [*(rows or ()), *ids],
             )
-        return f"SELECT {', '.join(cols)} FROM {self._table}", []
+        return f"SELECT {select} FROM {self._table}", []
 
     def checkpoint(self) -> None:
         def work(con: duckdb.DuckDBPyConnection) -> int:
