@@ -108,6 +108,27 @@ def test_read_by_trace_ids_returns_just_those_traces_whole(tmp_path: Path) -> No
     assert _pairs(streamed) == [(b, ids[2]), (c, ids[3]), (c, ids[4])]
 
 
+def test_read_can_keep_only_some_attribute_keys(tmp_path: Path) -> None:
+    attrs = {"gen_ai.operation.name": "chat", "url.full": "http://x/'q'", "n": 3}
+    t = make_spans([{"id": 0, "start": 1, "end": 2, "attributes": attrs}])
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        store.append(t)
+        (tid,) = set(store.read(["trace_id"]).column("trace_id").to_pylist())
+        kept = store.read(attribute_keys=["gen_ai.operation.name", "n", "absent"])
+        by_id = store.read(["attributes"], trace_ids=[tid], attribute_keys=["url.full"])
+        quoted = store.read(["attributes"], attribute_keys=["it's"])
+        none = store.read(["attributes"], attribute_keys=[])
+    row = kept.to_pylist()[0]
+    assert sorted(k for k, _ in row["attributes"]) == ["gen_ai.operation.name", "n"]
+    assert attribute_dict(row["attributes"], row["json_attributes"]) == {
+        "gen_ai.operation.name": "chat",
+        "n": 3,
+    }
+    assert by_id.column("attributes").to_pylist() == [[("url.full", "http://x/'q'")]]
+    assert quoted.column("attributes").to_pylist() == [[]]
+    assert none.column("attributes").to_pylist() == [[]]
+
+
 def test_read_by_trace_ids_refuses_what_is_not_a_list_of_ids(tmp_path: Path) -> None:
     with DuckDBStore(tmp_path / "s.duckdb") as store:
         with pytest.raises(ValueError, match="not one string"):

@@ -55,6 +55,7 @@ MAX_INTERVAL_S: Final = 5.0  # the loop looks for complete traces at least this 
 READ_LOAD: Final = 10  # ... unless its last read took over a tenth of that
 RETRIES: Final = 3  # reads of a batch the store refused, before its traces are dropped
 BATCH_SPANS: Final = 100_000  # spans read back and analysed at once (bounds the analysis' memory)
+MAX_QUEUE: Final = 100_000  # complete traces waiting to be read (about 150 bytes each), at least
 MERGE_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 REQUEST_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 ANALYSIS_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -163,7 +164,8 @@ class AnalysisLoop:
         self._batch_spans = max(1, batch_spans)
         self.interval_s = min(MAX_INTERVAL_S, max(0.25, tracker.quiet_s / 2))
         self._wait_s = self.interval_s
-        # Complete traces not read yet, oldest first (at most the tracker's cap: see run_once).
+        # Complete traces not read yet, oldest first (at most the larger of the tracker's cap
+        # and MAX_QUEUE: see run_once).
         self._queue: deque[Completed] = deque()
         self._attempts = 0  # failed reads of the batch at the head of the queue
         self._stop = threading.Event()
@@ -193,8 +195,8 @@ class AnalysisLoop:
         """One round: analyse what is complete at ``now``, ``batch_spans`` spans at a time (the
         analysis' memory is one batch's); returns the traces counted."""
         self._queue.extend(self.tracker.complete(now))
-        overflow = len(self._queue) - self.tracker.max_pending
-        if overflow > 0:  # the loop fell a whole cap behind: the oldest are not counted
+        overflow = len(self._queue) - max(self.tracker.max_pending, MAX_QUEUE)
+        if overflow > 0:  # the loop fell far behind (a failing store): the oldest go uncounted
             log.error("metrics: %d complete traces not counted (the loop fell behind)", overflow)
             for _ in range(overflow):
                 self._queue.popleft()
@@ -298,7 +300,7 @@ class _LoopCollector:
         yield CounterMetricFamily(
             "tracelens_metrics_traces_dropped",
             "Complete traces not counted (not found in the store, the store kept failing, or "
-            "the analysis fell a whole cap of traces behind).",
+            "the analysis fell far behind).",
             value=loop.traces_dropped,
         )
         yield CounterMetricFamily(
