@@ -67,7 +67,9 @@ def _get(samples: Samples, name: str, **labels: str) -> float:
     return samples.get((name, tuple(sorted(labels.items()))), 0.0)
 
 
-def _until(col: Collector, what: str, ok: Callable[[Samples], bool], timeout: float = 60) -> Samples:
+def _until(
+    col: Collector, what: str, ok: Callable[[Samples], bool], timeout: float = 60
+) -> Samples:
     deadline = time.monotonic() + timeout
     while True:
         got = _scrape(col)
