@@ -577,6 +577,11 @@ def collect(
     ``OptionError`` for parameters that cannot work, ``StoreError`` when the store cannot be
     opened, ``OSError`` when an address cannot be bound.
     """
+    if "polars" not in sys.modules:
+        # The span metrics' analysis runs on one Polars thread: on the collector's cores a
+        # pool only competes with decoding and costs more CPU per span (README, Metrics: Cost).
+        # Only where Polars is not loaded yet (``tracelens collect``), never changed under it.
+        os.environ.setdefault("POLARS_MAX_THREADS", "1")
     from tracelens.collector import run_collector
 
     config = _collector_config(
