@@ -4,12 +4,12 @@
 
 Writes a store of ``--traces`` agent traces (bench/synth.py, ~50 spans each: 20k = 1M spans), then
 times a round of ``AnalysisLoop.run_once`` for the ``--round`` most recent traces (500 traces =
-~25k spans: 5 s of traffic at 5k spans/s): the read back from the store (``DuckDBStore.read``
-by trace ids: one pass over the stored ids, then just those traces' rows), ``analyze_traces``
-and adding the result to the span metrics.  The baseline, in the same run, is
-``analyze_traces`` alone on the same spans held in memory.  It prints medians, the ratio of a round to the baseline, and the wait the loop
-then takes before its next round (``READ_LOAD`` x the read: the loop's share of a core stays under
-about 1/``READ_LOAD`` whatever the store's size).
+~25k spans: 5 s of traffic at 5k spans/s): the read back from the store (``DuckDBStore.read`` by
+trace ids: one pass over the stored ids, then just those traces' rows), ``analyze_traces`` and
+adding the result to the span metrics.  The baseline, in the same run, is ``analyze_traces`` alone
+on the same spans held in memory.  It prints medians, the ratio of a round to the baseline, and the
+wait the loop then takes before its next round (``READ_LOAD`` x the read: the loop's share of a
+core stays under about 1/``READ_LOAD`` whatever the store's size).
 """
 
 from __future__ import annotations
