@@ -17,8 +17,8 @@ has so far; a span of it arriving later is a late span.  The ids of the last ``r
 completed traces are kept so that a span arriving after its trace was counted is recognised
 (``late_spans``) instead of starting the trace again.  An open trace costs at most
 ``BYTES_PER_TRACE`` bytes (240 measured), a remembered id less (170), so the defaults hold at
-most 80 MB (about 40 MB measured).  Times are
-``time.monotonic()`` seconds, passed in by the caller so the rules can be tested without waiting.
+most 80 MB (about 40 MB measured).  Times are ``time.monotonic()`` seconds, passed in by the
+caller so the rules can be tested without waiting.
 """
 
 from __future__ import annotations
