@@ -495,19 +495,27 @@ def collect(
     max_body_mb: int | None = None,
     grpc_max_mb: float | None = None,
     queue_mb: float | None = None,
-    metrics_quiet_s: float = 0.0,
+    span_metrics: bool = True,
+    metrics_quiet_s: float = 10.0,
     metrics_max_operations: int = 200,
+    metrics_max_open_traces: int = 100_000,
     announce: Announce = _announce,
 ) -> None:
     """Receive OTLP spans (HTTP and gRPC) into the store until SIGINT or SIGTERM: the library
     form of ``tracelens collect``.  ``grpc="off"`` serves HTTP only; ``announce`` gets the
-    listening addresses and warnings, one line each.  ``GET /metrics`` counts a trace
-    ``metrics_quiet_s`` after its last span (0: ingest metrics only), with at most
-    ``metrics_max_operations`` operation label pairs.
+    listening addresses and warnings, one line each.  ``GET /metrics`` carries span metrics
+    unless ``span_metrics=False``: a trace is counted ``metrics_quiet_s`` after its last span
+    (its root in), or at once when more than ``metrics_max_open_traces`` traces are open, with
+    at most ``metrics_max_operations`` operation label pairs.
 
     ``OptionError`` for parameters that cannot work, ``StoreError`` when the store cannot be
     opened, ``OSError`` when an address cannot be bound.
     """
+    if "polars" not in sys.modules:
+        # The span metrics' analysis runs on one Polars thread: on the collector's cores a
+        # pool only competes with decoding and costs more CPU per span (README, Metrics: Cost).
+        # Only where Polars is not loaded yet (``tracelens collect``), never changed under it.
+        os.environ.setdefault("POLARS_MAX_THREADS", "1")
     from tracelens.collector import run_collector
     from tracelens.collector.options import config_from_options
 
@@ -524,6 +532,8 @@ def collect(
         metrics_quiet_s=metrics_quiet_s,
         metrics_max_operations=metrics_max_operations,
         announce=announce,
+        span_metrics=span_metrics,
+        metrics_max_open_traces=metrics_max_open_traces,
     )
     run_collector(config, announce)
 
