@@ -76,13 +76,15 @@ def write_report(
     engine: str = "embedded",
     master: str | None = None,
     spark_table: str | None = None,
+    memory_mb: int | None = None,
 ) -> Written:
     """A self-contained HTML report of ``files`` (or the store ``db``, or the Parquet span set
     ``parquet``, or with ``engine="spark"`` the Spark table ``spark_table``: as for
     ``tracelens.analyze``) written to ``out``; with ``weekly`` (implied by ``week``), one page per
     ISO week of the store plus an index in ``out_dir`` (see ``write_weekly``).  ``what_if`` and
     ``what_if_threshold_ms`` add the what-if findings, as for ``tracelens.analyze``, to the
-    report (and to every week's).  ``bar`` shows the phases when given.
+    report (and to every week's).  ``bar`` shows the phases when given.  ``memory_mb``: the
+    analysis' memory budget, as for ``tracelens.analyze`` (each week's, with ``weekly``).
 
     ``OptionError`` for a combination that cannot work, ``InputError`` for a bad file (unless
     ``keep_going``: the file is skipped and listed in ``errors``).
@@ -108,6 +110,7 @@ def write_report(
             what_if_threshold_ms=what_if_threshold_ms,
             title=title,
             bar=bar,
+            memory_mb=memory_mb,
         )
         return Written(paths=paths)
     if not out:
@@ -126,6 +129,7 @@ def write_report(
         engine=engine,
         master=master,
         spark_table=spark_table,
+        memory_mb=memory_mb,
     )
     bar.set_label("rendering the report")
     sources = [os.fspath(f) for f in files] if files else [f"store {_db_path(db)}"]
@@ -169,6 +173,7 @@ def write_weekly(
     threshold: float | None = None,
     min_samples: int | None = None,
     bar: Progress | None = None,
+    memory_mb: int | None = None,
 ) -> list[Path]:
     """One report per ISO week with traces in the store, plus ``index.html``; or, with ``week``,
     that week's report only (compared with the latest earlier week that has traces).
@@ -200,13 +205,15 @@ def write_weekly(
     prev: WeekStats | None = None
     if week is not None and found.index(week) > 0:
         earlier = found[found.index(week) - 1]
-        prev = week_stats(earlier, _analyze_week(lib, db, earlier, False, (), None, bar))
+        prev = week_stats(earlier, _analyze_week(lib, db, earlier, False, (), None, bar, memory_mb))
     source = f"store {Path(_db_path(db)).name}"
     paths: list[Path] = []
     weeks: list[tuple[WeekStats, dict[str, Any] | None, str]] = []
     bar.total = len(targets)
     for i, w in enumerate(targets):
-        analysis = _analyze_week(lib, db, w, findings, what_if, what_if_threshold_ms, bar)
+        analysis = _analyze_week(
+            lib, db, w, findings, what_if, what_if_threshold_ms, bar, memory_mb
+        )
         st = week_stats(w, analysis)
         comp = (
             compare(
@@ -249,6 +256,7 @@ def _analyze_week(
     what_if: Sequence[str],
     what_if_threshold_ms: float | None,
     bar: Progress,
+    memory_mb: int | None,
 ) -> Analysis:
     start, end = week_bounds(week)
     bar.set_label(f"{week}: reading the store")
@@ -260,6 +268,7 @@ def _analyze_week(
         start_ns=start,
         end_ns=end,
         bar=bar,
+        memory_mb=memory_mb,
     )
 
 

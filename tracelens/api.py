@@ -142,6 +142,7 @@ def analyze(
     master: str | None = None,
     spark_table: str | None = None,
     flamegraph_out: str | os.PathLike[str] | None = None,
+    memory_mb: int | None = None,
 ) -> Analysis:
     """Where each trace's end-to-end latency went: the library form of ``tracelens analyze``.
 
@@ -155,9 +156,14 @@ def analyze(
     ``spark_table``, with the same result.  ``flamegraph_out`` writes the critical-path CPU
     stacks (``Analysis.cpu_hotspots``) there in flamegraph.pl's folded format, for
     flamegraph.pl, speedscope or Pyroscope (``docs/analysis-json.md``, "cpu_hotspots").
+    ``memory_mb`` (default: half the machine's memory) is the embedded analysis' budget: a
+    read estimated to need more is refused with ``BudgetError`` (``tracelens.analysis.budget``),
+    a store's before it is read.
     """
-    import tracelens.render  # noqa: F401  (registers the result's to_text / to_json)
+    import tracelens.render  # noqa: F401  (registers the result's to_text)
     from tracelens.analysis import ANALYSIS_COLUMNS
+    from tracelens.analysis.budget import check as check_budget
+    from tracelens.analysis.budget import table_counts
     from tracelens.analysis.whatif import parse_all
     from tracelens.engines import ParquetSpans, Source, SpanTable, SparkTable, get_engine
 
@@ -175,9 +181,22 @@ def analyze(
     if spark_table:
         source = SparkTable(spark_table)
     elif parquet is not None:
+        if engine == "embedded":
+            from tracelens.parquet import count_parquet
+
+            rows = count_parquet(parquet)
+            if rows is not None:
+                check_budget((rows, 0), memory_mb, *_budget_source(files, db, parquet))
         source = ParquetSpans.at(parquet)
         bar.set_label(f"reading {source.path}")
     else:
+        named, narrow = _budget_source(files, db, parquet)
+        if not files:
+            from tracelens.collector.reader import count_store
+
+            counted = count_store(db, start_ns=start_ns, end_ns=end_ns)
+            if counted is not None:
+                check_budget(counted, memory_mb, named, narrow)
         loaded = load_spans(
             files,
             db=db,
@@ -188,6 +207,7 @@ def analyze(
             end_ns=end_ns,
             bar=bar,
         )
+        check_budget(table_counts(loaded.spans), memory_mb, named, narrow)
         source = SpanTable(loaded.spans)
         notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
         errors = list(loaded.errors)
@@ -204,6 +224,19 @@ def analyze(
     )
     result.errors = list(errors)
     return _flamegraph(result, flamegraph_out)
+
+
+def _budget_source(
+    files: Sequence[str | os.PathLike[str]],
+    db: str | None,
+    parquet: str | os.PathLike[str] | None,
+) -> tuple[str, str]:
+    """What a memory-budget refusal names: the source, and how to read less of it."""
+    if parquet is not None:
+        return os.fspath(parquet), "a smaller span set"
+    if files:
+        return f"{len(files)} file(s)", "fewer files at a time"
+    return f"the store {db or default_db_path()}", "a time window: start_ns/end_ns in the library"
 
 
 def _flamegraph(result: Analysis, path: str | os.PathLike[str] | None) -> Analysis:
@@ -327,7 +360,7 @@ def diff(
     """
     import time
 
-    import tracelens.render  # noqa: F401  (registers the result's to_text / to_json)
+    import tracelens.render  # noqa: F401  (registers the result's to_text)
     from tracelens.analysis.diff import compare, parse_rules, profile
 
     rules = parse_rules(fail_on)
@@ -465,19 +498,27 @@ def collect(
     max_body_mb: int | None = None,
     grpc_max_mb: float | None = None,
     queue_mb: float | None = None,
-    metrics_quiet_s: float = 0.0,
+    span_metrics: bool = True,
+    metrics_quiet_s: float = 10.0,
     metrics_max_operations: int = 200,
+    metrics_max_open_traces: int = 100_000,
     announce: Announce = _announce,
 ) -> None:
     """Receive OTLP spans (HTTP and gRPC) into the store until SIGINT or SIGTERM: the library
     form of ``tracelens collect``.  ``grpc="off"`` serves HTTP only; ``announce`` gets the
-    listening addresses and warnings, one line each.  ``GET /metrics`` counts a trace
-    ``metrics_quiet_s`` after its last span (0: ingest metrics only), with at most
-    ``metrics_max_operations`` operation label pairs.
+    listening addresses and warnings, one line each.  ``GET /metrics`` carries span metrics
+    unless ``span_metrics=False``: a trace is counted ``metrics_quiet_s`` after its last span
+    (its root in), or at once when more than ``metrics_max_open_traces`` traces are open, with
+    at most ``metrics_max_operations`` operation label pairs.
 
     ``OptionError`` for parameters that cannot work, ``StoreError`` when the store cannot be
     opened, ``OSError`` when an address cannot be bound.
     """
+    if "polars" not in sys.modules:
+        # The span metrics' analysis runs on one Polars thread: on the collector's cores a
+        # pool only competes with decoding and costs more CPU per span (README, Metrics: Cost).
+        # Only where Polars is not loaded yet (``tracelens collect``), never changed under it.
+        os.environ.setdefault("POLARS_MAX_THREADS", "1")
     from tracelens.collector import run_collector
     from tracelens.collector.options import config_from_options
 
@@ -494,6 +535,8 @@ def collect(
         metrics_quiet_s=metrics_quiet_s,
         metrics_max_operations=metrics_max_operations,
         announce=announce,
+        span_metrics=span_metrics,
+        metrics_max_open_traces=metrics_max_open_traces,
     )
     run_collector(config, announce)
 
@@ -592,13 +635,15 @@ def write_report(
     engine: str = "embedded",
     master: str | None = None,
     spark_table: str | None = None,
+    memory_mb: int | None = None,
 ) -> Written:
     """A self-contained HTML report of ``files`` (or the store ``db``, or the Parquet span set
     ``parquet``, or with ``engine="spark"`` the Spark table ``spark_table``: as for
     ``analyze``) written to ``out``; with ``weekly`` (implied by ``week``), one page per ISO
     week of the store plus an index in ``out_dir`` (see ``write_weekly``).  ``what_if`` and
     ``what_if_threshold_ms`` add the what-if findings, as for ``analyze``, to the report (and
-    to every week's).  ``bar`` shows the phases when given.
+    to every week's).  ``bar`` shows the phases when given.  ``memory_mb``: the analysis' memory
+    budget, as for ``analyze`` (each week's, with ``weekly``).
 
     ``OptionError`` for a combination that cannot work, ``InputError`` for a bad file (unless
     ``keep_going``: the file is skipped and listed in ``errors``).  The work is
@@ -625,6 +670,7 @@ def write_report(
         engine=engine,
         master=master,
         spark_table=spark_table,
+        memory_mb=memory_mb,
     )
 
 
@@ -640,11 +686,13 @@ def write_weekly(
     threshold: float | None = None,
     min_samples: int | None = None,
     bar: Progress | None = None,
+    memory_mb: int | None = None,
 ) -> list[Path]:
     """One report per ISO week with traces in the store, plus ``index.html``; or, with ``week``,
     that week's report only (compared with the latest earlier week that has traces).
     ``threshold`` and ``min_samples`` (None: ``report.weekly.THRESHOLD``, ``MIN_SAMPLES``) say
-    which week-over-week changes are flagged.  Returns the paths written, the index last."""
+    which week-over-week changes are flagged; ``memory_mb`` is each week's analysis' memory
+    budget, as for ``analyze``.  Returns the paths written, the index last."""
     from tracelens import _reports
 
     return _reports.write_weekly(
@@ -659,6 +707,7 @@ def write_weekly(
         threshold=threshold,
         min_samples=min_samples,
         bar=bar,
+        memory_mb=memory_mb,
     )
 
 

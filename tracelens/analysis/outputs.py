@@ -3,8 +3,9 @@
 Results hold data and import no renderer (as pyinstrument's session imports none): the
 ``tracelens.render`` package reads the results and, when imported, registers its renderer of
 each result type here, so that the thin conveniences ``Analysis.to_text`` and ``Diff.to_text``
-find it without an import circle.  ``tracelens.analyze`` and ``tracelens.diff`` (``api``) import
-``tracelens.render``; code that builds a result another way imports it too.
+find it without an import circle (the JSON is the results' own: ``to_dict``, ``to_json``).
+``tracelens.analyze`` and ``tracelens.diff`` (``api``) import ``tracelens.render``; code that
+builds a result another way imports it too.
 """
 
 from __future__ import annotations

@@ -3,12 +3,14 @@
 :class:`Analysis` holds typed results (the per-trace tables and tree, the findings) and computes
 the summary and the operations table once, on first use.  ``Analysis.to_dict`` is the one place
 the ``tracelens.analysis/1`` document (``docs/analysis-json.md``) is produced; the helpers
-below it write each typed object in the document's field order.  It imports no renderer: the
-terminal tables are ``tracelens.render.text``'s, found through ``analysis.outputs``.
+below it write each typed object in the document's field order, and ``to_json`` its text (the
+JSON is the result's contract, written here once).  It imports no renderer: the terminal tables
+are ``tracelens.render.text``'s, found through ``analysis.outputs``.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
@@ -95,6 +97,9 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``tracelens.analysis/1`` document (docs/analysis-json.md)."""
+        return self._document([_trace_json(t) for t in self.slowest(self.top)])
+
+    def _document(self, traces: list[Any]) -> dict[str, Any]:
         from tracelens.analysis.gpu import MAX_MODEL_CALLS
 
         return {
@@ -107,7 +112,7 @@ class Analysis:
                 **self.request_latency.to_dict(),
             },
             "operations": [_operation_json(o) for o in self.operations],
-            "traces": [_trace_json(t) for t in self.slowest(self.top)],
+            "traces": traces,
             "findings": [finding_json(f) for f in self.findings],
             "what_ifs": [a.to_dict() for a in self.what_ifs],
             "warnings": self.warnings,
@@ -115,14 +120,34 @@ class Analysis:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        """``to_dict`` as JSON text (``tracelens.render.json``, once ``tracelens.render`` is
-        imported)."""
-        return render(self, "json", indent=indent)
+        """``to_dict`` as JSON text.  Indented, the traces (every trace without ``top``: about
+        100 critical-path rows each) are encoded one at a time into the text, never held all as
+        dicts at once: that held 1.1 GB for 1M spans, and the encoder's pieces 1.9 GB more."""
+        slowest = self.slowest(self.top)
+        if indent is None or not slowest:
+            return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        text = json.dumps(self._document([_MARK]), indent=indent, ensure_ascii=False)
+        pad = "\n" + " " * (2 * indent)  # a trace is at depth 2: document, "traces" list
+        # Real newlines only come from the layout (strings escape theirs): this is the one place.
+        mark = f'"traces": [{pad}{json.dumps(_MARK)}'
+        head, tail = text.split(mark)
+        parts = [head, '"traces": [', pad]
+        for i, t in enumerate(slowest):
+            if i:
+                parts.append("," + pad)
+            parts.append(
+                json.dumps(_trace_json(t), indent=indent, ensure_ascii=False).replace("\n", pad)
+            )
+        parts.append(tail)
+        return "".join(parts)
 
     def to_text(self, top: int | None = None) -> str:
         """The terminal tables (``tracelens.render.text``, once ``tracelens.render`` is
         imported)."""
         return render(self, "text", top=top or self.top or 10)
+
+
+_MARK = "\x00traces\x00"  # where ``to_json`` writes the traces (a control character: escaped)
 
 
 def _summary_json(summ: s.Summary) -> dict[str, Any]:

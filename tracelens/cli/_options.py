@@ -60,11 +60,21 @@ def write_out(text: str, out: str | None) -> None:
     """A command's result to ``out`` (a file) or standard output, ending in one newline."""
     if out:
         with open(out, "w", encoding="utf-8") as fh:
-            fh.write(text if text.endswith("\n") else text + "\n")
+            fh.write(text)  # not ``text + "\n"``: a copy of an output of hundreds of MB
+            if not text.endswith("\n"):
+                fh.write("\n")
     else:
         click.echo(text, nl=not text.endswith("\n"))
 
 
+memory_option = number_option(
+    "--memory-mb",
+    click.IntRange(min=1),
+    None,
+    "Memory budget of the analysis in MiB (default: half the machine's memory): a store or "
+    "files estimated to need more (384 MiB + 2,400 bytes a span + 100 an attribute) are refused, "
+    "exit 2.",
+)
 findings_option = click.option(
     "--findings/--no-findings",
     default=True,

@@ -14,6 +14,7 @@ from tracelens.cli._options import (
     file_option,
     findings_option,
     input_format_option,
+    memory_option,
     number_option,
     out_option,
     store_source,
@@ -49,6 +50,7 @@ from tracelens.cli._options import (
     "Also write the critical-path CPU stacks here, folded (flamegraph.pl, speedscope, Pyroscope).",
     writable=True,
 )
+@memory_option
 @engine_options
 def analyze(format_: str, out: str | None, **options: Any) -> None:
     """Critical path, latency by cpu/gpu/io/wait and bottlenecks of traces in FILES or the store.

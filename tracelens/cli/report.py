@@ -14,6 +14,7 @@ from tracelens.cli._options import (
     file_option,
     findings_option,
     input_format_option,
+    memory_option,
     store_source,
     value_option,
     what_if_options,
@@ -42,6 +43,7 @@ from tracelens.cli._options import (
 @click.option("--keep-going", is_flag=True, help="Report on the other files when one is bad.")
 @findings_option
 @what_if_options
+@memory_option
 @engine_options
 def report(**options: Any) -> None:
     """A self-contained HTML report of the traces in FILES or the store.

@@ -45,6 +45,8 @@ def config_from_options(
     metrics_quiet_s: float,
     metrics_max_operations: int,
     announce: Callable[[str], None],
+    span_metrics: bool = True,
+    metrics_max_open_traces: int = 100_000,
 ) -> CollectorConfig:
     """``collect``'s options as a ``CollectorConfig`` (``grpc`` "off", "none" or empty: HTTP
     only; sizes in MiB)."""
@@ -62,8 +64,10 @@ def config_from_options(
             http=http,
             grpc=None if grpc.strip().lower() in ("", "off", "none") else grpc,
             token=token or None,
+            span_metrics=span_metrics,
             metrics_quiet_s=metrics_quiet_s,
             metrics_max_operations=metrics_max_operations,
+            metrics_max_open_traces=metrics_max_open_traces,
         )
     except ValueError as exc:
         raise OptionError(str(exc)) from None

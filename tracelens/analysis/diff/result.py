@@ -3,6 +3,7 @@ section "diff": the field names there are a contract)."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Generic, TypeVar
@@ -309,9 +310,7 @@ class Diff:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        """``to_dict`` as JSON text (``tracelens.render.json``, once ``tracelens.render`` is
-        imported)."""
-        return render(self, "json", indent=indent)
+        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
     def to_text(self) -> str:
         """The terminal text (``tracelens.render.diff_text``, once ``tracelens.render`` is
