@@ -242,7 +242,7 @@ def _budget_source(
 def _flamegraph(result: Analysis, path: str | os.PathLike[str] | None) -> Analysis:
     """Writes the folded critical-path CPU stacks to ``path`` (when given)."""
     if path is not None:
-        from tracelens.analysis.hotspots import write_folded
+        from tracelens.render.folded import write_folded
 
         try:
             write_folded(result.cpu_hotspots, os.fspath(path))
