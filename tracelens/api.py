@@ -31,8 +31,9 @@ if TYPE_CHECKING:
     from tracelens.collector import CollectorConfig
     from tracelens.collector.service import Announce
     from tracelens.demo import DemoSummary
-    from tracelens.ingest import IngestResult
+    from tracelens.ingest import Decoded, IngestResult
     from tracelens.parquet import Exported
+    from tracelens.store import DuckDBStore
 
 _REPORTS = ("Written", "weeks_in", "write_report", "write_weekly")
 
@@ -270,34 +271,74 @@ def import_files(
     """
     import pyarrow.compute as pc
 
-    from tracelens.ingest import spool_files
+    from tracelens.ingest import Decoded
     from tracelens.parquet import is_span_set, read_parquet
     from tracelens.store import open_store
 
-    # Parquet span sets (`tracelens export --parquet` directories) are read as they are; files
-    # are spooled to disk a chunk at a time, so memory stays bounded for files of any size.
-    # Nothing is stored unless every input decoded (or keep_going).
+    # Parquet span sets (`tracelens export --parquet` directories) are read as they are, before
+    # anything is stored; files are decoded a chunk at a time into one store transaction (one
+    # a file with keep_going), so memory stays bounded for files of any size and nothing of a
+    # file is stored unless it decoded whole (unless keep_going: nothing unless every file did).
     sets = [f for f in files if is_span_set(f)]
     plain = [f for f in files if f not in sets]
-    with spool_files(plain, input_format=input_format, keep_going=keep_going) as result:
-        tables = [read_parquet(d) for d in sets]
-        spans = result.num_rows + sum(t.num_rows for t in tables)
-        traces = result.traces + sum(
-            pc.count_distinct(t["trace_id"]).as_py() for t in tables if t.num_rows
-        )
-        with open_store(db) as store:
-            added = sum(store.append(chunk) for chunk in result.tables())
-            added += sum(store.append(t) for t in tables)
-            where = store.path
-        return Imported(
-            files=len(files) - len(result.errors),
-            spans=spans,
-            traces=traces,
-            added=added,
-            db=where,
-            warnings=list(result.warnings),
-            errors=list(result.errors),
-        )
+    tables = [read_parquet(d) for d in sets]
+    decoded = Decoded()
+    errors: list[InputError] = []
+    with open_store(db) as store:
+        store.set_threads(1)  # the decoder takes the other core
+        new = store.count() == 0
+        added = 0
+        groups = [[f] for f in plain] if keep_going else [plain] if plain else []
+        for group in groups:
+            try:
+                added += _store_files(store, group, input_format, decoded, new)
+            except InputError as exc:
+                if not keep_going:
+                    raise
+                errors.append(exc)
+        added += sum(store.append(t) for t in tables)
+        where = store.path
+    traces = len(decoded.trace_ids) + sum(
+        pc.count_distinct(t["trace_id"]).as_py() for t in tables if t.num_rows
+    )
+    return Imported(
+        files=len(files) - len(errors),
+        spans=decoded.num_rows + sum(t.num_rows for t in tables),
+        traces=traces,
+        added=added,
+        db=where,
+        warnings=decoded.warnings,
+        errors=errors,
+    )
+
+
+def _store_files(
+    store: DuckDBStore,
+    paths: Sequence[str | os.PathLike[str]],
+    input_format: str | None,
+    decoded: Decoded,
+    new: bool,
+) -> int:
+    """Decode ``paths`` into ``store`` in one transaction; the spans added.  Into an empty store
+    (``new``) spans are expected new, and inserted without looking for them first; if one was
+    not (a span repeated in the files), the transaction rolled back and the files are decoded
+    again with the store looking."""
+    from tracelens.ingest import Decoded, decode_files
+    from tracelens.store import NotNew
+
+    for expect_new in (True, False) if new else (False,):
+        attempt = Decoded()
+        try:
+            added = store.append_all(
+                decode_files(paths, attempt, input_format=input_format), new=expect_new
+            )
+        except NotNew:
+            continue
+        decoded.num_rows += attempt.num_rows
+        decoded.trace_ids |= attempt.trace_ids
+        decoded.warnings.extend(attempt.warnings)
+        return added
+    raise AssertionError("unreachable: the second attempt does not expect new spans")
 
 
 PathArg = str | os.PathLike[str]
