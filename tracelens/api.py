@@ -10,6 +10,7 @@ collector's memory budget.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import sys
@@ -276,28 +277,37 @@ def import_files(
     from tracelens.store import open_store
 
     # Parquet span sets (`tracelens export --parquet` directories) are read as they are, before
-    # anything is stored; files are decoded a chunk at a time into one store transaction (one
-    # a file with keep_going), so memory stays bounded for files of any size and nothing of a
-    # file is stored unless it decoded whole (unless keep_going: nothing unless every file did).
+    # anything is stored; files are decoded a chunk at a time into one store transaction (one a
+    # file with keep_going), so memory stays bounded for files of any size and nothing of a file
+    # is stored unless it decoded whole (without keep_going, nothing unless every file did).
     sets = [f for f in files if is_span_set(f)]
     plain = [f for f in files if f not in sets]
     tables = [read_parquet(d) for d in sets]
     decoded = Decoded()
     errors: list[InputError] = []
-    with open_store(db) as store:
-        store.set_threads(1)  # the decoder takes the other core
-        new = store.count() == 0
-        added = 0
-        groups = [[f] for f in plain] if keep_going else [plain] if plain else []
-        for group in groups:
-            try:
-                added += _store_files(store, group, input_format, decoded, new)
-            except InputError as exc:
-                if not keep_going:
-                    raise
-                errors.append(exc)
-        added += sum(store.append(t) for t in tables)
-        where = store.path
+    path = db or default_db_path()
+    fresh = path != ":memory:" and not os.path.exists(path)
+    try:
+        with open_store(path) as store:
+            store.set_threads(1)  # the decoder takes the other core
+            new = store.count() == 0
+            added = 0
+            groups = [[f] for f in plain] if keep_going else [plain] if plain else []
+            for group in groups:
+                try:
+                    added += _store_files(store, group, input_format, decoded, new)
+                except InputError as exc:
+                    if not keep_going:
+                        raise
+                    errors.append(exc)
+            added += sum(store.append(t) for t in tables)
+            where = store.path
+    except BaseException:
+        if fresh:  # nothing was stored: no empty store is left behind either
+            for leftover in (path, f"{path}.wal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(leftover)
+        raise
     traces = len(decoded.trace_ids) + sum(
         pc.count_distinct(t["trace_id"]).as_py() for t in tables if t.num_rows
     )
