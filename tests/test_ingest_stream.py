@@ -13,7 +13,7 @@ from conftest import FIXTURES
 
 from tracelens.api import import_files
 from tracelens.errors import InputError
-from tracelens.ingest import Decoded, _common, decode_files, read_files
+from tracelens.ingest import Decoded, _common, decode_files, read_files, stream, streamable
 from tracelens.store import DuckDBStore
 
 FILES = sorted(
@@ -125,6 +125,29 @@ def test_import_of_a_bad_file_stores_nothing(
         assert sorted(store.read(["name"])["name"].to_pylist()) == sorted(
             f"op-{n}" for n in range(8)
         )
+
+
+def test_a_large_import_goes_through_the_spool(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past ``STREAM_BYTES`` the files are spooled first: the same spans stored, a bad file
+    still stores nothing, repeated spans are stored once."""
+    monkeypatch.setattr(stream, "STREAM_BYTES", 0)
+    good = tmp_path / "good.jsonl"
+    good.write_text("\n".join([_line(0, 10), _line(10, 10), _line(20, 10, ids=0)]) + "\n")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(_line(100, 8) + "\n{not json\n")
+    assert not streamable([good])
+    db = tmp_path / "s.duckdb"
+    with pytest.raises(InputError):
+        import_files([good, bad], db=str(db))
+    assert not db.exists()
+    done = import_files([good, bad], db=str(db), keep_going=True)
+    assert (done.spans, done.added, done.traces, len(done.errors)) == (30, 20, 5, 1)
+    with DuckDBStore(db) as store:
+        names = sorted(store.read(["name"])["name"].to_pylist(), key=lambda n: int(n[3:]))
+    assert names == [f"op-{n}" for n in range(20)]
+    assert import_files([good], db=str(db)).added == 0
 
 
 def test_repeated_spans_in_a_fresh_store_are_stored_once(tmp_path: Path) -> None:

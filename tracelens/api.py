@@ -272,14 +272,15 @@ def import_files(
     """
     import pyarrow.compute as pc
 
-    from tracelens.ingest import Decoded
+    from tracelens.ingest import Decoded, streamable
     from tracelens.parquet import is_span_set, read_parquet
     from tracelens.store import open_store
 
     # Parquet span sets (`tracelens export --parquet` directories) are read as they are, before
-    # anything is stored; files are decoded a chunk at a time into one store transaction (one a
-    # file with keep_going), so memory stays bounded for files of any size and nothing of a file
-    # is stored unless it decoded whole (without keep_going, nothing unless every file did).
+    # anything is stored.  Files are decoded a chunk at a time, so memory stays bounded for files
+    # of any size, and nothing of a file is stored unless it decoded whole (without keep_going,
+    # nothing unless every file did): up to ``STREAM_BYTES`` they stream into one store
+    # transaction (one a file with keep_going); a larger import is spooled to disk first.
     sets = [f for f in files if is_span_set(f)]
     plain = [f for f in files if f not in sets]
     tables = [read_parquet(d) for d in sets]
@@ -292,14 +293,19 @@ def import_files(
             store.set_threads(1)  # the decoder takes the other core
             new = store.count() == 0
             added = 0
-            groups = [[f] for f in plain] if keep_going else [plain] if plain else []
-            for group in groups:
-                try:
-                    added += _store_files(store, group, input_format, decoded, new)
-                except InputError as exc:
-                    if not keep_going:
-                        raise
-                    errors.append(exc)
+            if streamable(plain):
+                groups = [[f] for f in plain] if keep_going else [plain] if plain else []
+                for group in groups:
+                    try:
+                        added += _store_files(store, group, input_format, decoded, new)
+                    except InputError as exc:
+                        if not keep_going:
+                            raise
+                        errors.append(exc)
+            else:
+                added += _store_spooled(
+                    store, plain, input_format, keep_going, decoded, errors, new
+                )
             added += sum(store.append(t) for t in tables)
             where = store.path
     except BaseException:
@@ -308,7 +314,7 @@ def import_files(
                 with contextlib.suppress(FileNotFoundError):
                     os.remove(leftover)
         raise
-    traces = len(decoded.trace_ids) + sum(
+    traces = decoded.traces + sum(
         pc.count_distinct(t["trace_id"]).as_py() for t in tables if t.num_rows
     )
     return Imported(
@@ -320,6 +326,30 @@ def import_files(
         warnings=decoded.warnings,
         errors=errors,
     )
+
+
+def _store_spooled(
+    store: DuckDBStore,
+    paths: Sequence[str | os.PathLike[str]],
+    input_format: str | None,
+    keep_going: bool,
+    decoded: Decoded,
+    errors: list[InputError],
+    new: bool,
+) -> int:
+    """A large import: every file decoded into an on-disk spool first, then stored a chunk (and
+    a transaction) at a time; the spans added.  Into an empty store (``new``) a chunk goes in
+    without a look-up (``append_new``: with one if a span was not new)."""
+    from tracelens.ingest import spool_files
+
+    append = store.append_new if new else store.append
+    with spool_files(paths, input_format=input_format, keep_going=keep_going) as result:
+        added = sum(append(chunk) for chunk in result.tables())
+    decoded.num_rows += result.num_rows
+    decoded.spooled_traces += result.traces
+    decoded.warnings.extend(result.warnings)
+    errors.extend(result.errors)
+    return added
 
 
 def _store_files(

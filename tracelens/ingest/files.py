@@ -416,7 +416,7 @@ def _int64(value: int) -> pa.Int64Scalar:
     """An Arrow int64 scalar made from its bytes: ``pa.scalar`` and ``pa.array`` of Python values
     import pandas first (when installed), which took ~0.4 s of every ``tracelens import``."""
     data = pa.py_buffer(struct.pack("<q", value))
-    return pa.Array.from_buffers(pa.int64(), 1, [None, data])[0]  # type: ignore[return-value]
+    return pa.Array.from_buffers(pa.int64(), 1, [None, data])[0]
 
 
 _ZERO: Final = _int64(0)

@@ -6,8 +6,8 @@ spans) on a thread of its own and hands each chunk on through a queue of ``DEPTH
 one decodes, so memory holds a few chunks whatever the files' size.  The store appends them in one
 transaction that commits only once every file has decoded (``DuckDBStore.append_all``), so a bad
 record anywhere still leaves the store as it was.  Decoding holds the GIL and DuckDB's insert
-releases it: on two cores the two overlap.  (Before, chunks went to an on-disk spool first and
-reached the store only after the whole file: a write and a read of every span more.)
+releases it: on two cores the two overlap.  An import larger than ``STREAM_BYTES`` goes through
+the on-disk spool of ``spool.py`` instead (a write and a read of every span more).
 """
 
 from __future__ import annotations
@@ -22,23 +22,51 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracelens.ingest.detect import check_format
+from tracelens.ingest.detect import check_format, is_gzip
 from tracelens.ingest.files import read_path
 
-DEPTH: Final = 2
+DEPTH: Final = 1
 """Decoded chunks waiting for the store, at most: with the one decoding and the one being stored,
-four chunks of ``CHUNK_ROWS`` spans are held at once."""
+three chunks of ``CHUNK_ROWS`` spans are held at once."""
 
 _POLL_S: Final = 0.1  # how often a decoder waiting on a full queue checks it is still wanted
 
 
+STREAM_BYTES: Final = 256 << 20
+"""An import of at most this much input (a gzip file counted ``GZIP_FACTOR`` times its size)
+streams into one store transaction.  DuckDB holds a transaction's key index, and caches the rows
+it wrote, until it commits (2.2 GB of RSS for a 2 GB file; a memory limit makes the commit fail):
+a larger import is spooled to disk first (``spool.py``) and stored a chunk at a time."""
+
+GZIP_FACTOR: Final = 10
+
+
+def streamable(paths: Sequence[str | os.PathLike[str]]) -> bool:
+    """Whether ``paths`` are small enough to stream into one transaction (``STREAM_BYTES``)."""
+    total = 0
+    for path in paths:
+        try:
+            with open(path, "rb") as file:
+                gzipped = is_gzip(file.read(2))
+                total += os.fstat(file.fileno()).st_size * (GZIP_FACTOR if gzipped else 1)
+        except OSError:
+            continue  # the decoder says what is wrong with it
+    return total <= STREAM_BYTES
+
+
 @dataclass
 class Decoded:
-    """What the chunks handed on so far held: spans, distinct trace ids, the files' warnings."""
+    """What the chunks handed on so far held: spans, distinct trace ids, the files' warnings
+    (and, for an import spooled to disk, its count of distinct traces)."""
 
     num_rows: int = 0
     trace_ids: set[str] = field(default_factory=set)
     warnings: list[str] = field(default_factory=list)
+    spooled_traces: int = 0
+
+    @property
+    def traces(self) -> int:
+        return len(self.trace_ids) + self.spooled_traces
 
 
 class _Stopped(Exception):
