@@ -1,7 +1,8 @@
 """How long ``tracelens import`` takes, store included, against parsing the same file with orjson
 alone; and how much memory importing a 2 GB file takes.
 
-    python bench/bench_import.py [--spans 200000] [--repeat 3] [--formats otlp,jaeger,zipkin]
+    python bench/bench_import.py [--spans 300000] [--repeat 3] [--formats otlp,jaeger,zipkin]
+                                 [--compare OTHER_CHECKOUT]
     python bench/bench_import.py --memory-gb 2
 
 Speed: for each format, a file of ``--spans`` spans in records of 1000 spans a line, 8
@@ -16,7 +17,9 @@ importer's way, the objects built and freed, with the cyclic garbage collector p
 importer pauses it; the strict baseline: the fastest parse, timed in this process with no
 start-up).  Medians of ``--repeat`` rounds of wall seconds (what the user waits for; the target,
 2x) and of CPU seconds (the import's: the child's user + system time, DuckDB's threads
-included).  The load average is printed before and after: the machine is shared.
+included).  The load average is printed before and after: the machine is shared.  With
+``--compare DIR``, each round also imports with DIR first on PYTHONPATH (a copy of an older
+tree's ``tracelens/``, its compiled extensions included): a before/after in one run.
 
 Memory: writes a JSON Lines file of about N GB (same records) and runs ``tracelens import`` on it
 in a child process, printing its peak RSS (``ru_maxrss``) beside the file size.
@@ -191,11 +194,13 @@ def _parse_gc_paused(path: Path) -> tuple[float, float]:
         gc.enable()
 
 
-def _import_cli(path: Path, db: Path) -> tuple[float, float]:
-    """``tracelens import`` in a fresh process: its wall and CPU seconds (user + system)."""
+def _import_cli(path: Path, db: Path, tree: str | None = None) -> tuple[float, float]:
+    """``tracelens import`` in a fresh process (with ``tree`` first on PYTHONPATH: another
+    checkout's tracelens): its wall and CPU seconds (user + system)."""
     cmd = [sys.executable, "-m", "tracelens", "import", str(path), "--db", str(db)]
+    env = dict(os.environ, PYTHONPATH=tree) if tree else None
     t0 = time.perf_counter()
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - t0
     out = child.stdout.read().decode() if child.stdout else ""
@@ -220,14 +225,16 @@ def _remove_store(db: Path) -> None:
         leftover.unlink(missing_ok=True)
 
 
-def byte_compile() -> None:
-    """Write tracelens's bytecode, as an install does (this machine sets
+def byte_compile(tree: str | None) -> None:
+    """Write tracelens's bytecode (and ``tree``'s), as an install does (this machine sets
     PYTHONDONTWRITEBYTECODE: otherwise every fresh process would compile it again)."""
     import compileall
 
     import tracelens
 
     compileall.compile_dir(str(Path(str(tracelens.__file__)).parent), quiet=1)
+    if tree:
+        compileall.compile_dir(str(Path(tree) / "tracelens"), quiet=1)
 
 
 def _load() -> str:
@@ -240,7 +247,7 @@ def speed(args: argparse.Namespace) -> None:
     unknown = sorted(set(formats) - set(RECORDS))
     if unknown:
         raise SystemExit(f"unknown formats: {', '.join(unknown)} (known: {', '.join(RECORDS)})")
-    byte_compile()
+    byte_compile(args.compare)
     load_before = _load()
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
@@ -249,6 +256,7 @@ def speed(args: argparse.Namespace) -> None:
             write_jsonl(path, args.spans, fmt)
         parse: dict[str, list[tuple[float, float]]] = {f: [] for f in formats}
         imp: dict[str, list[tuple[float, float]]] = {f: [] for f in formats}
+        other: dict[str, list[tuple[float, float]]] = {f: [] for f in formats}
         db = tmp / "store.duckdb"
         _import_cli(files[formats[0]], db)  # warm up: the page cache, the OS's file tables
         _remove_store(db)
@@ -259,6 +267,9 @@ def speed(args: argparse.Namespace) -> None:
                 stored = _stored(db)
                 _remove_store(db)
                 assert stored == args.spans, (fmt, stored, args.spans)
+                if args.compare:
+                    other[fmt].append(_import_cli(path, db, args.compare))
+                    _remove_store(db)
         sizes = {f: p.stat().st_size / 1e6 for f, p in files.items()}
     print(
         f"{args.spans:,} spans a file (1000 a line, 8 attributes a span, 20 a trace); medians of "
@@ -284,6 +295,13 @@ def speed(args: argparse.Namespace) -> None:
             f"{pc_:>8.2f}s {ic:>9.2f}s {ic / pc_:>5.2f}x {args.spans / iw:>9,.0f}"
         )
         verdicts.append(f"{fmt} {iw / pw:.2f}x {'met' if iw / pw <= 2 else 'MISSED'}")
+        if args.compare:
+            ow = statistics.median(w for w, _ in other[fmt])
+            oc = statistics.median(c for _, c in other[fmt])
+            print(
+                f"{'  --compare':<14} {ow:>22.2f}s {ow / pw:>5.2f}x {oc:>20.2f}s "
+                f"{oc / pc_:>5.2f}x {args.spans / ow:>9,.0f}"
+            )
     print(f"import/parse, wall (target <= 2x): {'; '.join(verdicts)}")
 
 
@@ -315,10 +333,15 @@ def memory(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--spans", type=int, default=200_000, help="spans a file")
+    parser.add_argument("--spans", type=int, default=300_000, help="spans a file")
     parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds")
     parser.add_argument(
         "--formats", default=",".join(RECORDS), help="comma-separated: " + ", ".join(RECORDS)
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="DIR",
+        help="also time the import of another checkout (DIR holds its tracelens/), interleaved",
     )
     parser.add_argument(
         "--memory-gb", type=float, help="instead: peak RSS of `tracelens import` of a file this big"
