@@ -200,7 +200,9 @@ def _import_cli(path: Path, db: Path, tree: str | None = None) -> tuple[float, f
     cmd = [sys.executable, "-m", "tracelens", "import", str(path), "--db", str(db)]
     env = dict(os.environ, PYTHONPATH=tree) if tree else None
     t0 = time.perf_counter()
-    child = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    child = subprocess.Popen(  # run in db's directory: `-m` puts the working directory first
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=db.parent
+    )
     _, status, usage = os.wait4(child.pid, 0)
     wall = time.perf_counter() - t0
     out = child.stdout.read().decode() if child.stdout else ""
