@@ -159,6 +159,7 @@ def test_repeated_spans_in_a_fresh_store_are_stored_once(tmp_path: Path) -> None
     db = tmp_path / "s.duckdb"
     done = import_files([path], db=str(db))
     assert (done.spans, done.added, done.traces) == (30, 20, 5)
+    assert _decoders() == []  # the first attempt's decoder stopped
     with DuckDBStore(db) as store:
         names = sorted(store.read(["name"])["name"].to_pylist(), key=lambda n: int(n[3:]))
     assert names == [f"op-{n}" for n in range(20)]

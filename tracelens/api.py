@@ -368,12 +368,12 @@ def _store_files(
 
     for expect_new in (True, False) if new else (False,):
         attempt = Decoded()
-        try:
-            added = store.append_all(
-                decode_files(paths, attempt, input_format=input_format), new=expect_new
-            )
-        except NotNew:
-            continue
+        # closed at once when storing fails: its decoding thread stops before a retry starts
+        with contextlib.closing(decode_files(paths, attempt, input_format=input_format)) as chunks:
+            try:
+                added = store.append_all(chunks, new=expect_new)
+            except NotNew:
+                continue
         decoded.num_rows += attempt.num_rows
         decoded.trace_ids |= attempt.trace_ids
         decoded.warnings.extend(attempt.warnings)

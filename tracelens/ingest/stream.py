@@ -15,7 +15,7 @@ from __future__ import annotations
 import os
 import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -92,7 +92,7 @@ def decode_files(
     decoded: Decoded,
     *,
     input_format: str | None = None,
-) -> Iterator[pa.Table]:
+) -> Generator[pa.Table, None, None]:
     """The spans of ``paths``, a chunk at a time, in file order, counted into ``decoded`` as they
     are handed on (a file's warnings once it has been read through).  A bad file raises its
     ``InputError`` here, after the chunks before it: whoever stores them undoes them."""
