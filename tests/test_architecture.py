@@ -112,3 +112,31 @@ def test_imports_follow_the_rules(path: Path) -> None:
         f"{path.relative_to(ROOT)} ({own}) imports {sorted(_imports(path) - allowed)}; "
         "docs/architecture.md allows " + ", ".join(sorted(allowed))
     )
+
+
+def _private_imports(path: Path) -> list[str]:
+    """``tracelens.X.y._name`` for every private name (not a module) the file imports from a
+    module of another package."""
+    if path.suffix != ".py":
+        return []
+    own = _package(path)
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not (isinstance(node, ast.ImportFrom) and node.module and node.level == 0):
+            continue
+        parts = node.module.split(".")
+        if parts[0] != "tracelens":
+            continue
+        home = PKG.joinpath(*parts[1:])
+        theirs = _package(home / "__init__.py" if home.is_dir() else home.with_suffix(".py"))
+        for alias in node.names:
+            is_module = (home / f"{alias.name}.py").exists() or (home / alias.name).is_dir()
+            if alias.name.startswith("_") and not is_module and theirs != own:
+                found.append(f"{node.module}.{alias.name}")
+    return found
+
+
+@pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_no_private_name_crosses_a_package(path: Path) -> None:
+    """A package's underscored names are its own: what another package needs is public."""
+    assert _private_imports(path) == [], f"{path.relative_to(ROOT)} imports private names"

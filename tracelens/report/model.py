@@ -26,6 +26,7 @@ from tracelens.analysis.findings.finding import (
     LoopDetails,
     ParallelDetails,
     TailDetails,
+    WhatIfDetails,
 )
 from tracelens.analysis.kinds import KINDS
 from tracelens.report import fmt
@@ -285,6 +286,8 @@ def finding_view(f: Finding) -> dict[str, Any]:
     title = _TITLES.get(f.type, generic).format(names=_names(f.names))
     if f.type is FindingType.PARALLELIZABLE and f.parent:
         title += f" under {f.parent}"
+    if isinstance(f.details, WhatIfDetails):
+        title = f"What if {f.details.what_if}: {_names(f.names)}"
     return {
         "type": f.type.value,
         "title": title,
@@ -325,6 +328,8 @@ def facts(f: Finding) -> list[tuple[str, str]]:
         ]
     elif isinstance(d, TailDetails):
         pairs.append(("tail_traces", d.tail_traces))
+    elif isinstance(d, WhatIfDetails):
+        pairs.append(("what_if", d.what_if))
     elif isinstance(d, LaunchBoundDetails):
         pairs += [
             ("gpu_busy_share", fmt.pct(d.gpu_busy_share, 1)),

@@ -71,6 +71,20 @@ class _Pending:
     draws: np.ndarray | None  # bootstrap draws of new - base; None when too few traces
 
 
+@dataclass
+class _PendingRoot:
+    """One root operation's changes, drawn before the interval level is known."""
+
+    base: RootSample
+    new: RootSample
+    latency: list[_Pending]
+    operations: list[tuple[Op, str, int, int]]  # (op, kind, on base's paths, on new's paths)
+    per_operation: list[list[_Pending]]
+
+    def pending(self) -> list[_Pending]:
+        return [*self.latency, *(p for ps in self.per_operation for p in ps)]
+
+
 def compare(
     base: Profile,
     new: Profile,
@@ -84,77 +98,90 @@ def compare(
     base_label: str = "base",
     new_label: str = "new",
 ) -> Diff:
-    """What changed from ``base`` to ``new`` (see the module's docstring for the method)."""
-    if resamples < 100:
-        raise ValueError("resamples: at least 100")
-    if not 0 < confidence < 1:
-        raise ValueError("confidence: between 0 and 1")
+    """What changed from ``base`` to ``new`` (see the module's docstring for the method): every
+    change drawn first, then judged at the level that the number of judged changes sets."""
+    _check(resamples, confidence)
     rng = np.random.default_rng(seed)
-    pending_roots: list[tuple[RootSample, RootSample, list[_Pending], list[list[_Pending]]]] = []
-    ops_of: list[list[tuple[Op, str, int, int]]] = []
-    for key in sorted(set(base.roots) & set(new.roots)):
-        b, n = base.roots[key], new.roots[key]
-        latency = _changes(b.latency_ms, n.latency_ms, resamples, min_traces, rng)
-        ops, per_op = [], []
-        for op, kind, bj, nj in _union_ops(b, n):
-            bv = b.op_values(bj) if bj >= 0 else np.zeros(b.traces)
-            nv = n.op_values(nj) if nj >= 0 else np.zeros(n.traces)
-            per_op.append(_changes(bv, nv, resamples, min_traces, rng))
-            ops.append(
-                (op, kind, b.op_on_path(bj) if bj >= 0 else 0, n.op_on_path(nj) if nj >= 0 else 0)
-            )
-        pending_roots.append((b, n, latency, per_op))
-        ops_of.append(ops)
-    judged = sum(
-        p.draws is not None
-        for _, _, lat, per_op in pending_roots
-        for p in [*lat, *(x for xs in per_op for x in xs)]
-    )
+    pending = [
+        _draw(base.roots[key], new.roots[key], resamples, min_traces, rng)
+        for key in sorted(set(base.roots) & set(new.roots))
+    ]
+    judged = sum(p.draws is not None for root in pending for p in root.pending())
     method = Method(resamples, confidence, judged, seed, min_traces, min_delta_ms)
     alpha = 1.0 - method.per_comparison_confidence
-    roots = []
-    for (b, n, lat, per_op), ops in zip(pending_roots, ops_of, strict=True):
-        judged_latency = tuple(_judge(p, alpha, min_delta_ms) for p in lat)
-        roots.append(
-            RootDiff(
-                service=b.root[0],
-                name=b.root[1],
-                base_traces=b.traces,
-                new_traces=n.traces,
-                latency=judged_latency,
-                attribution=tuple(_attribute(b, n, c) for c in judged_latency),
-                operations=tuple(
-                    OperationDiff(
-                        op[0],
-                        op[1],
-                        kind,
-                        on_b,
-                        on_n,
-                        tuple(_judge(p, alpha, min_delta_ms) for p in ps),
-                    )
-                    for (op, kind, on_b, on_n), ps in zip(ops, per_op, strict=True)
-                ),
-            )
-        )
+    roots = tuple(_root_diff(root, alpha, min_delta_ms) for root in pending)
     return Diff(
         base=Run(base_label, base.traces, base.spans),
         new=Run(new_label, new.traces, new.spans),
         method=method,
-        roots=tuple(roots),
+        roots=roots,
         root_churn=_counted_churn(base.roots, new.roots, lambda s: s.traces),
         operation_churn=_counted_churn(base.operations, new.operations, lambda c: c),
-        finding_churn=Churn(
-            tuple(f for k, f in new.findings.items() if k not in base.findings),
-            tuple(f for k, f in base.findings.items() if k not in new.findings),
-        ),
-        rules=tuple(
-            RuleOutcome(rule.text, root.service, root.name, change, _trips(rule, change))
-            for rule in rules
-            for root in roots
-            for change in root.latency
-            if change.metric == rule.metric
-        ),
+        finding_churn=_finding_churn(base, new),
+        rules=_rule_outcomes(rules, roots),
         warnings=[*(f"base: {w}" for w in base.warnings), *(f"new: {w}" for w in new.warnings)],
+    )
+
+
+def _check(resamples: int, confidence: float) -> None:
+    if resamples < 100:
+        raise ValueError("resamples: at least 100")
+    if not 0 < confidence < 1:
+        raise ValueError("confidence: between 0 and 1")
+
+
+def _draw(
+    base: RootSample, new: RootSample, resamples: int, min_traces: int, rng: np.random.Generator
+) -> _PendingRoot:
+    """The bootstrap draws of one root: its latency, then each operation on either run's
+    critical paths (in that order: the draws' order fixes the seeded result)."""
+    latency = _changes(base.latency_ms, new.latency_ms, resamples, min_traces, rng)
+    operations, per_operation = [], []
+    for op, kind, in_base, in_new in _union_ops(base, new):
+        base_values = base.op_values(in_base) if in_base >= 0 else np.zeros(base.traces)
+        new_values = new.op_values(in_new) if in_new >= 0 else np.zeros(new.traces)
+        per_operation.append(_changes(base_values, new_values, resamples, min_traces, rng))
+        on_base = base.op_on_path(in_base) if in_base >= 0 else 0
+        on_new = new.op_on_path(in_new) if in_new >= 0 else 0
+        operations.append((op, kind, on_base, on_new))
+    return _PendingRoot(base, new, latency, operations, per_operation)
+
+
+def _root_diff(root: _PendingRoot, alpha: float, min_delta_ms: float) -> RootDiff:
+    latency = tuple(_judge(p, alpha, min_delta_ms) for p in root.latency)
+    operations = tuple(
+        OperationDiff(
+            op[0], op[1], kind, on_base, on_new, tuple(_judge(p, alpha, min_delta_ms) for p in ps)
+        )
+        for (op, kind, on_base, on_new), ps in zip(root.operations, root.per_operation, strict=True)
+    )
+    return RootDiff(
+        service=root.base.root[0],
+        name=root.base.root[1],
+        base_traces=root.base.traces,
+        new_traces=root.new.traces,
+        latency=latency,
+        attribution=tuple(_attribute(root.base, root.new, c) for c in latency),
+        operations=operations,
+    )
+
+
+def _finding_churn(base: Profile, new: Profile) -> Churn:
+    """Findings that appeared and vanished (by their key)."""
+    return Churn(
+        tuple(f for k, f in new.findings.items() if k not in base.findings),
+        tuple(f for k, f in base.findings.items() if k not in new.findings),
+    )
+
+
+def _rule_outcomes(rules: Sequence[Rule], roots: tuple[RootDiff, ...]) -> tuple[RuleOutcome, ...]:
+    """Each rule against each root's change of the rule's metric."""
+    return tuple(
+        RuleOutcome(rule.text, root.service, root.name, change, _trips(rule, change))
+        for rule in rules
+        for root in roots
+        for change in root.latency
+        if change.metric == rule.metric
     )
 
 

@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING
 from tracelens.analysis.text import _clip, table
 
 if TYPE_CHECKING:
-    from tracelens.analysis.diff.result import Change, Diff
+    from tracelens.analysis.diff.profile import FindingBrief
+    from tracelens.analysis.diff.result import Attribution, Change, Diff, OperationDiff, RootDiff
 
 TOP_OPERATIONS = 12
 MARK = {"regression": "REGRESSION", "improvement": "improvement", "unchanged": "", "too_few": "?"}
@@ -32,6 +33,18 @@ def _ci(c: Change) -> str:
 
 
 def render_text(diff: Diff) -> str:
+    """The verdict (runs, method, regressions, tripped rules), each root's tables, then what
+    appeared and vanished, then the warnings."""
+    out = _head(diff)
+    for root in diff.roots:
+        out += _root(root)
+    out += _churn(diff)
+    if diff.warnings:
+        out += ["", "Warnings"] + [f"  {w}" for w in diff.warnings[:20]]
+    return "\n".join(out) + "\n"
+
+
+def _head(diff: Diff) -> list[str]:
     m = diff.method
     out = [
         f"base: {diff.base.label}: {diff.base.traces:,} traces, {diff.base.spans:,} spans",
@@ -46,62 +59,77 @@ def render_text(diff: Diff) -> str:
         if regressions
         else "no significant regression"
     )
-    for rule in diff.rules:
-        if rule.tripped:
-            out.append(f"FAILED --fail-on {rule.rule}: {rule.name} ({rule.service})")
-    for root in diff.roots:
+    out += [
+        f"FAILED --fail-on {rule.rule}: {rule.name} ({rule.service})"
+        for rule in diff.rules
+        if rule.tripped
+    ]
+    return out
+
+
+def _root(root: RootDiff) -> list[str]:
+    """One root operation: its latency table, where the change went, its operations."""
+    out = [
+        "",
+        f"Root {root.name} ({root.service}): {root.base_traces:,} -> {root.new_traces:,} traces",
+        table(
+            ["latency", "base ms", "new ms", "change ms", "change", "interval ms", "verdict"],
+            [_latency_row(c) for c in root.latency],
+            [False, True, True, True, True, True, False],
+        ),
+        "",
+        "Where the change went (critical-path time in the traces around each percentile)",
+    ]
+    for attribution in root.attribution:
+        out += _attribution(attribution)
+    rows = [_operation_row(op) for op in root.operations[:TOP_OPERATIONS]]
+    if rows:
         out += [
             "",
-            f"Root {root.name} ({root.service}): {root.base_traces:,} -> {root.new_traces:,} "
-            "traces",
-            table(
-                ["latency", "base ms", "new ms", "change ms", "change", "interval ms", "verdict"],
-                [
-                    [
-                        c.metric,
-                        _ms(c.base_ms),
-                        _ms(c.new_ms),
-                        _signed(c.delta_ms),
-                        _pct(c.relative),
-                        _ci(c),
-                        MARK[c.verdict.value],
-                    ]
-                    for c in root.latency
-                ],
-                [False, True, True, True, True, True, False],
-            ),
-            "",
-            "Where the change went (critical-path time in the traces around each percentile)",
+            "Critical-path time per trace, by operation (ms; ! = significant regression)",
+            table(["operation", "kind", "p50", "p95", "p99"], rows, [False, False] + [True] * 3),
         ]
-        for a in root.attribution:
-            parts = [
-                f"{_signed(c.delta_ms)} ms {_clip(c.name, 40)} ({c.kind})" for c in a.operations[:4]
-            ]
-            kinds = ", ".join(
-                f"{k} {_signed(n - b)}" for k, (b, n) in a.kinds.items() if abs(n - b) >= 0.05
-            )
-            out.append(f"  {a.headline()}")
-            if parts:
-                out.append(f"      {'; '.join(parts)}")
-            if kinds:
-                out.append(f"      by kind (ms): {kinds}")
-        rows = []
-        for op in root.operations[:TOP_OPERATIONS]:
-            cells: list[str] = [_clip(op.name), op.kind]
-            for c in op.changes:
-                flag = " !" if c.verdict.value == "regression" else ""
-                cells.append(f"{_ms(c.base_ms)} -> {_ms(c.new_ms)}{flag}")
-            rows.append(cells)
-        if rows:
-            out += [
-                "",
-                "Critical-path time per trace, by operation (ms; ! = significant regression)",
-                table(
-                    ["operation", "kind", "p50", "p95", "p99"], rows, [False, False] + [True] * 3
-                ),
-            ]
-        if len(root.operations) > TOP_OPERATIONS:
-            out.append(f"... and {len(root.operations) - TOP_OPERATIONS} more operations")
+    if len(root.operations) > TOP_OPERATIONS:
+        out.append(f"... and {len(root.operations) - TOP_OPERATIONS} more operations")
+    return out
+
+
+def _latency_row(c: Change) -> list[str]:
+    return [
+        c.metric,
+        _ms(c.base_ms),
+        _ms(c.new_ms),
+        _signed(c.delta_ms),
+        _pct(c.relative),
+        _ci(c),
+        MARK[c.verdict.value],
+    ]
+
+
+def _attribution(a: Attribution) -> list[str]:
+    parts = [f"{_signed(c.delta_ms)} ms {_clip(c.name, 40)} ({c.kind})" for c in a.operations[:4]]
+    kinds = ", ".join(
+        f"{k} {_signed(n - b)}" for k, (b, n) in a.kinds.items() if abs(n - b) >= 0.05
+    )
+    out = [f"  {a.headline()}"]
+    if parts:
+        out.append(f"      {'; '.join(parts)}")
+    if kinds:
+        out.append(f"      by kind (ms): {kinds}")
+    return out
+
+
+def _operation_row(op: OperationDiff) -> list[str]:
+    cells = [_clip(op.name), op.kind]
+    for c in op.changes:
+        flag = " !" if c.verdict.value == "regression" else ""
+        cells.append(f"{_ms(c.base_ms)} -> {_ms(c.new_ms)}{flag}")
+    return cells
+
+
+def _churn(diff: Diff) -> list[str]:
+    """Root operations, operations and findings that appeared or vanished (20 of each)."""
+    out: list[str] = []
     for title, items in (
         ("Root operations only in new", diff.root_churn.appeared),
         ("Root operations only in base", diff.root_churn.vanished),
@@ -117,15 +145,16 @@ def render_text(diff: Diff) -> str:
     ):
         if found:
             out += ["", f"{title} ({len(found)})"]
-            out += [
-                f"  {f.type}: {', '.join(f.names)}"
-                + (f" under {f.parent}" if f.parent else "")
-                + (f", saving p50 {f.saving_p50_ms:,.1f} ms" if f.saving_p50_ms else "")
-                for f in found[:20]
-            ]
-    if diff.warnings:
-        out += ["", "Warnings"] + [f"  {w}" for w in diff.warnings[:20]]
-    return "\n".join(out) + "\n"
+            out += [_finding_line(f) for f in found[:20]]
+    return out
+
+
+def _finding_line(f: FindingBrief) -> str:
+    return (
+        f"  {f.type}: {', '.join(f.names)}"
+        + (f" under {f.parent}" if f.parent else "")
+        + (f", saving p50 {f.saving_p50_ms:,.1f} ms" if f.saving_p50_ms else "")
+    )
 
 
 __all__ = ["render_text"]

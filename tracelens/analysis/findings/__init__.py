@@ -10,10 +10,11 @@ per-trace savings), most first.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from tracelens.analysis.core import TraceAnalysis
-from tracelens.analysis.findings.assess import assess
+from tracelens.analysis.findings.assess import Scored, assess, rank
 from tracelens.analysis.findings.candidate import Candidate
 from tracelens.analysis.findings.features import Features, features
 from tracelens.analysis.findings.finding import Evidence, Finding, FindingType
@@ -55,17 +56,25 @@ def candidates(
     ]
 
 
-def find_all(ta: TraceAnalysis, *, window_s: float = DEFAULT_WINDOW_S) -> list[Finding]:
-    """The findings of ``docs/analysis-json.md``, most total saving first."""
+def find_all(
+    ta: TraceAnalysis,
+    *,
+    window_s: float = DEFAULT_WINDOW_S,
+    timeline: Timeline | None = None,
+    extra: Sequence[Scored] = (),
+) -> list[Finding]:
+    """The findings of ``docs/analysis-json.md``, most total saving first: the detectors' and
+    the ``extra`` ones (what-ifs asked for, built on ``timeline``, the replay's timeline of
+    ``ta`` when the caller has it) in one order."""
     if ta.spans.height == 0:
-        return []
+        return rank(extra)
     # The span features (Polars, which releases the GIL) and the replay's timeline (NumPy)
     # need nothing from each other: build them side by side.
     with ThreadPoolExecutor(max_workers=1) as pool:
         fe_job = pool.submit(features, ta.spans)
-        tl = build_timeline(ta.tree)
+        tl = build_timeline(ta.tree) if timeline is None else timeline
         fe = fe_job.result()
-    return assess(ta, tl, candidates(ta, tl, window_s, fe))
+    return assess(ta, tl, candidates(ta, tl, window_s, fe), extra)
 
 
 __all__ = [
@@ -73,8 +82,10 @@ __all__ = [
     "Evidence",
     "Finding",
     "FindingType",
+    "Scored",
     "Timeline",
     "build_timeline",
     "candidates",
     "find_all",
+    "rank",
 ]
