@@ -1,18 +1,25 @@
-"""How fast trace files import, against parsing the same file with orjson alone; and how much
-memory importing a 2 GB file takes.
+"""How long ``tracelens import`` takes, store included, against parsing the same file with orjson
+alone; and how much memory importing a 2 GB file takes.
 
-    python bench/bench_import.py [--spans 300000] [--repeat 5] [--store] [--format otlp]
+    python bench/bench_import.py [--spans 300000] [--repeat 3] [--formats otlp,jaeger,zipkin]
+                                 [--compare OTHER_CHECKOUT]
     python bench/bench_import.py --memory-gb 2
 
-Speed: writes an OTLP JSON Lines file (the Collector's file exporter: one ExportTraceServiceRequest
-of 1000 spans a line, 8 attributes a span, 20 spans a trace; ``--format jaeger`` or ``zipkin``:
-the same spans as a Jaeger API response or a Zipkin v2 array a line) to a temporary directory and
-reads it with ``tracelens.ingest.read_files`` (with --store, also appends it to a fresh DuckDB
-store).  The baseline, in the same run, interleaved: the same lines read the same way and parsed by
-``orjson.loads`` alone, objects built and freed.  The importer pauses the cyclic garbage collector
-while it decodes (``files.gc_paused``), so the ratio is taken against orjson with the collector
-paused too (the strict baseline); orjson with the collector as Python leaves it is printed as
-well.  Medians of process CPU seconds (the figure to trust on a shared machine) and wall seconds.
+Speed: for each format, a file of ``--spans`` spans in records of 1000 spans a line, 8
+attributes a span, 20 spans a trace: OTLP JSON Lines (the Collector's file exporter: one
+ExportTraceServiceRequest a line), the same spans as Jaeger API responses (``{"data": [...]}``)
+and as Zipkin v2 arrays, one a line (the importer reads each the same way: a line, then one
+JSON document).  What the user waits for: ``python -m tracelens import FILE --db NEW`` in a
+fresh process, interpreter start, imports, decoding and the store write (commit and close)
+included, into a store that does not exist yet.  The baseline, in the same run and
+interleaved: the bare parse, ``orjson.loads`` of each line of the same file, read the
+importer's way, the objects built and freed, with the cyclic garbage collector paused (as the
+importer pauses it; the strict baseline: the fastest parse, timed in this process with no
+start-up).  Medians of ``--repeat`` rounds of wall seconds (what the user waits for; the target,
+2x) and of CPU seconds (the import's: the child's user + system time, DuckDB's threads
+included).  The load average is printed before and after: the machine is shared.  With
+``--compare DIR``, each round also imports with DIR first on PYTHONPATH (a copy of an older
+tree's ``tracelens/``, its compiled extensions included): a before/after in one run.
 
 Memory: writes a JSON Lines file of about N GB (same records) and runs ``tracelens import`` on it
 in a child process, printing its peak RSS (``ru_maxrss``) beside the file size.
@@ -28,7 +35,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -178,73 +184,127 @@ def _parse_only(path: Path) -> None:
             orjson.loads(line)
 
 
-def _parse_gc_paused(path: Path) -> None:
+def _parse_gc_paused(path: Path) -> tuple[float, float]:
     gc.disable()
     try:
+        t0, c0 = time.perf_counter(), time.process_time()
         _parse_only(path)
+        return time.perf_counter() - t0, time.process_time() - c0
     finally:
         gc.enable()
 
 
-def _import(path: Path, store: bool, tmp: Path, run: int) -> int:
-    from tracelens.ingest import read_files
+def _import_cli(path: Path, db: Path, tree: str | None = None) -> tuple[float, float]:
+    """``tracelens import`` in a fresh process (with ``tree`` first on PYTHONPATH: another
+    checkout's tracelens): its wall and CPU seconds (user + system)."""
+    cmd = [sys.executable, "-m", "tracelens", "import", str(path), "--db", str(db)]
+    env = dict(os.environ, PYTHONPATH=tree) if tree else None
+    t0 = time.perf_counter()
+    child = subprocess.Popen(  # run in db's directory: `-m` puts the working directory first
+        cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=db.parent
+    )
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - t0
+    out = child.stdout.read().decode() if child.stdout else ""
+    if child.stdout:
+        child.stdout.close()
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode != 0:
+        raise SystemExit(f"tracelens import failed ({child.returncode}):\n{out}")
+    return wall, usage.ru_utime + usage.ru_stime
 
-    spans = read_files([path]).spans
-    if store:
-        from tracelens.store import open_store
 
-        with open_store(tmp / f"bench-{run}.duckdb") as db:
-            db.append(spans)
-    return int(spans.num_rows)
+def _stored(db: Path) -> int:
+    import duckdb
 
-
-def _import_timed(
-    path: Path, store: bool, tmp: Path, run: int, times: list[tuple[float, float]]
-) -> int:
-    t0, c0 = time.perf_counter(), time.process_time()
-    rows = _import(path, store, tmp, run)
-    times.append((time.perf_counter() - t0, time.process_time() - c0))
-    return rows
+    with duckdb.connect(str(db), read_only=True) as con:
+        row = con.execute("SELECT count(*) FROM span_rows").fetchone()
+    return int(row[0]) if row else 0
 
 
-def _timed(work: Callable[[], object]) -> tuple[float, float]:
-    t0, c0 = time.perf_counter(), time.process_time()
-    work()
-    return time.perf_counter() - t0, time.process_time() - c0
+def _remove_store(db: Path) -> None:
+    for leftover in (db, db.with_name(db.name + ".wal")):
+        leftover.unlink(missing_ok=True)
+
+
+def byte_compile(tree: str | None) -> None:
+    """Write tracelens's bytecode (and ``tree``'s), as an install does (this machine sets
+    PYTHONDONTWRITEBYTECODE: otherwise every fresh process would compile it again)."""
+    import compileall
+
+    import tracelens
+
+    compileall.compile_dir(str(Path(str(tracelens.__file__)).parent), quiet=1)
+    if tree:
+        compileall.compile_dir(str(Path(tree) / "tracelens"), quiet=1)
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.1f} {five:.1f} {fifteen:.1f}"
 
 
 def speed(args: argparse.Namespace) -> None:
+    formats = [f for f in args.formats.split(",") if f]
+    unknown = sorted(set(formats) - set(RECORDS))
+    if unknown:
+        raise SystemExit(f"unknown formats: {', '.join(unknown)} (known: {', '.join(RECORDS)})")
+    byte_compile(args.compare)
+    load_before = _load()
     with tempfile.TemporaryDirectory() as tmpdir:
         tmp = Path(tmpdir)
-        path = tmp / "spans.jsonl"
-        write_jsonl(path, args.spans, args.format)
-        size_mb = path.stat().st_size / 1e6
-        runs: dict[str, list[tuple[float, float]]] = {"plain": [], "paused": [], "import": []}
-        _import(path, False, tmp, -1)  # warm up: imports, the compiled builder's key cache
-        for run in range(args.repeat):
-            runs["plain"].append(_timed(lambda: _parse_only(path)))
-            runs["paused"].append(_timed(lambda: _parse_gc_paused(path)))
-            rows = _import_timed(path, args.store, tmp, run, runs["import"])
-            assert rows == args.spans, (rows, args.spans)
-        wall = {k: statistics.median(w for w, _ in v) for k, v in runs.items()}
-        cpu = {k: statistics.median(c for _, c in v) for k, v in runs.items()}
-    what = "read_files + DuckDB append" if args.store else "read_files"
+        files = {f: tmp / f"{f}.jsonl" for f in formats}
+        for fmt, path in files.items():
+            write_jsonl(path, args.spans, fmt)
+        parse: dict[str, list[tuple[float, float]]] = {f: [] for f in formats}
+        imp: dict[str, list[tuple[float, float]]] = {f: [] for f in formats}
+        other: dict[str, list[tuple[float, float]]] = {f: [] for f in formats}
+        db = tmp / "store.duckdb"
+        _import_cli(files[formats[0]], db)  # warm up: the page cache, the OS's file tables
+        _remove_store(db)
+        for _ in range(args.repeat):
+            for fmt, path in files.items():
+                parse[fmt].append(_parse_gc_paused(path))
+                imp[fmt].append(_import_cli(path, db))
+                stored = _stored(db)
+                _remove_store(db)
+                assert stored == args.spans, (fmt, stored, args.spans)
+                if args.compare:
+                    other[fmt].append(_import_cli(path, db, args.compare))
+                    _remove_store(db)
+        sizes = {f: p.stat().st_size / 1e6 for f, p in files.items()}
     print(
-        f"file: {args.spans:,} spans, {size_mb:.0f} MB {args.format} JSON Lines, 8 attributes "
-        "a span; "
-        f"medians of {args.repeat} runs; load average {os.getloadavg()[0]:.1f}"
-    )
-    for key, label in (("paused", "gc paused"), ("plain", "gc as is")):
-        print(f"orjson.loads per line, {label}: {cpu[key]:.2f} s CPU, {wall[key]:.2f} s wall")
-    print(
-        f"{what}: {cpu['import']:.2f} s CPU, {wall['import']:.2f} s wall, "
-        f"{args.spans / cpu['import']:,.0f} spans per CPU-second"
+        f"{args.spans:,} spans a file (1000 a line, 8 attributes a span, 20 a trace); medians of "
+        f"{args.repeat} interleaved rounds; load average (1, 5, 15 min) {load_before} before, "
+        f"{_load()} after, on {os.cpu_count()} cores"
     )
     print(
-        f"import/parse: {cpu['import'] / cpu['paused']:.2f}x CPU "
-        f"({wall['import'] / wall['paused']:.2f}x wall) against orjson with gc paused; "
-        f"{cpu['import'] / cpu['plain']:.2f}x against orjson as is (target 2x)"
+        "import: `python -m tracelens import FILE --db NEW` in a fresh process (start-up and "
+        "store included); parse: orjson.loads of each line, gc paused, in process"
     )
+    print(
+        f"{'format':<8} {'MB':>5} {'parse wall':>10} {'import wall':>11} {'ratio':>6} "
+        f"{'parse CPU':>9} {'import CPU':>10} {'ratio':>6} {'spans/s':>9}"
+    )
+    verdicts = []
+    for fmt in formats:
+        pw = statistics.median(w for w, _ in parse[fmt])
+        pc_ = statistics.median(c for _, c in parse[fmt])
+        iw = statistics.median(w for w, _ in imp[fmt])
+        ic = statistics.median(c for _, c in imp[fmt])
+        print(
+            f"{fmt:<8} {sizes[fmt]:>5.0f} {pw:>9.2f}s {iw:>10.2f}s {iw / pw:>5.2f}x "
+            f"{pc_:>8.2f}s {ic:>9.2f}s {ic / pc_:>5.2f}x {args.spans / iw:>9,.0f}"
+        )
+        verdicts.append(f"{fmt} {iw / pw:.2f}x {'met' if iw / pw <= 2 else 'MISSED'}")
+        if args.compare:
+            ow = statistics.median(w for w, _ in other[fmt])
+            oc = statistics.median(c for _, c in other[fmt])
+            print(
+                f"{'  --compare':<14} {ow:>22.2f}s {ow / pw:>5.2f}x {oc:>20.2f}s "
+                f"{oc / pc_:>5.2f}x {args.spans / ow:>9,.0f}"
+            )
+    print(f"import/parse, wall (target <= 2x): {'; '.join(verdicts)}")
 
 
 def memory(args: argparse.Namespace) -> None:
@@ -275,11 +335,15 @@ def memory(args: argparse.Namespace) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--spans", type=int, default=300_000)
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--store", action="store_true", help="also append to a DuckDB store")
+    parser.add_argument("--spans", type=int, default=300_000, help="spans a file")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved rounds")
     parser.add_argument(
-        "--format", choices=sorted(RECORDS), default="otlp", help="records of 1000 spans as"
+        "--formats", default=",".join(RECORDS), help="comma-separated: " + ", ".join(RECORDS)
+    )
+    parser.add_argument(
+        "--compare",
+        metavar="DIR",
+        help="also time the import of another checkout (DIR holds its tracelens/), interleaved",
     )
     parser.add_argument(
         "--memory-gb", type=float, help="instead: peak RSS of `tracelens import` of a file this big"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import duckdb
@@ -11,7 +12,7 @@ from spans import make_spans
 
 from tracelens.errors import StoreError
 from tracelens.schema import SPAN_SCHEMA, attribute_dict
-from tracelens.store import DuckDBStore
+from tracelens.store import DuckDBStore, NotNew
 from tracelens.store.duckdb import STORE_VERSION, table_ddl
 
 
@@ -224,3 +225,27 @@ def test_append_new_falls_back_to_dedup_on_stored_ids(tmp_path: Path) -> None:
         assert store.append_new(t) == 0
         assert store.append_new(more) == 2
         assert store.count() == 5
+
+
+def test_append_all_is_one_transaction(tmp_path: Path) -> None:
+    """Chunks go in as they come; an exception from them, or a span that is not new with
+    ``new``, leaves the store as it was."""
+    first = make_spans([{"id": i, "start": 1, "end": 2} for i in range(3)])
+    second = make_spans([{"id": i, "start": 1, "end": 2} for i in range(3, 6)])
+
+    def failing() -> Iterator[pa.Table]:
+        yield first
+        raise ValueError("a bad record")
+
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        with pytest.raises(ValueError, match="a bad record"):
+            store.append_all(failing(), new=True)
+        assert store.count() == 0
+        with pytest.raises(NotNew):
+            store.append_all([first, second, first], new=True)
+        assert store.count() == 0
+        assert store.append_all([first, second], new=True) == 6
+        assert store.append_all([second, make_spans([{"id": 9, "start": 0, "end": 1}])]) == 1
+        with pytest.raises(NotNew):
+            store.append_all([make_spans([{"id": 10, "start": 0, "end": 1}]), first], new=True)
+        assert store.count() == 7

@@ -10,6 +10,7 @@ collector's memory budget.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -31,8 +32,9 @@ if TYPE_CHECKING:
     from tracelens.analysis.sizing import Sizing
     from tracelens.collector.service import Announce
     from tracelens.demo import DemoSummary
-    from tracelens.ingest import IngestResult
+    from tracelens.ingest import Decoded, IngestResult
     from tracelens.parquet import Exported
+    from tracelens.store import DuckDBStore
 
 
 __all__ = [
@@ -291,34 +293,113 @@ def import_files(
     """
     import pyarrow.compute as pc
 
-    from tracelens.ingest import spool_files
+    from tracelens.ingest import Decoded, streamable
     from tracelens.parquet import is_span_set, read_parquet
     from tracelens.store import open_store
 
-    # Parquet span sets (`tracelens export --parquet` directories) are read as they are; files
-    # are spooled to disk a chunk at a time, so memory stays bounded for files of any size.
-    # Nothing is stored unless every input decoded (or keep_going).
+    # Parquet span sets (`tracelens export --parquet` directories) are read as they are, before
+    # anything is stored.  Files are decoded a chunk at a time, so memory stays bounded for files
+    # of any size, and nothing of a file is stored unless it decoded whole (without keep_going,
+    # nothing unless every file did): up to ``STREAM_BYTES`` they stream into one store
+    # transaction (one a file with keep_going); a larger import is spooled to disk first.
     sets = [f for f in files if is_span_set(f)]
     plain = [f for f in files if f not in sets]
-    with spool_files(plain, input_format=input_format, keep_going=keep_going) as result:
-        tables = [read_parquet(d) for d in sets]
-        spans = result.num_rows + sum(t.num_rows for t in tables)
-        traces = result.traces + sum(
-            pc.count_distinct(t["trace_id"]).as_py() for t in tables if t.num_rows
-        )
-        with open_store(db) as store:
-            added = sum(store.append(chunk) for chunk in result.tables())
+    tables = [read_parquet(d) for d in sets]
+    decoded = Decoded()
+    errors: list[InputError] = []
+    path = db or default_db_path()
+    fresh = path != ":memory:" and not os.path.exists(path)
+    try:
+        with open_store(path) as store:
+            store.set_threads(1)  # the decoder takes the other core
+            new = store.count() == 0
+            added = 0
+            if streamable(plain):
+                groups = [[f] for f in plain] if keep_going else [plain] if plain else []
+                for group in groups:
+                    try:
+                        added += _store_files(store, group, input_format, decoded, new)
+                    except InputError as exc:
+                        if not keep_going:
+                            raise
+                        errors.append(exc)
+            else:
+                added += _store_spooled(
+                    store, plain, input_format, keep_going, decoded, errors, new
+                )
             added += sum(store.append(t) for t in tables)
             where = store.path
-        return Imported(
-            files=len(files) - len(result.errors),
-            spans=spans,
-            traces=traces,
-            added=added,
-            db=where,
-            warnings=list(result.warnings),
-            errors=list(result.errors),
-        )
+    except BaseException:
+        if fresh:  # nothing was stored: no empty store is left behind either
+            for leftover in (path, f"{path}.wal"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.remove(leftover)
+        raise
+    traces = decoded.traces + sum(
+        pc.count_distinct(t["trace_id"]).as_py() for t in tables if t.num_rows
+    )
+    return Imported(
+        files=len(files) - len(errors),
+        spans=decoded.num_rows + sum(t.num_rows for t in tables),
+        traces=traces,
+        added=added,
+        db=where,
+        warnings=decoded.warnings,
+        errors=errors,
+    )
+
+
+def _store_spooled(
+    store: DuckDBStore,
+    paths: Sequence[str | os.PathLike[str]],
+    input_format: str | None,
+    keep_going: bool,
+    decoded: Decoded,
+    errors: list[InputError],
+    new: bool,
+) -> int:
+    """A large import: every file decoded into an on-disk spool first, then stored a chunk (and
+    a transaction) at a time; the spans added.  Into an empty store (``new``) a chunk goes in
+    without a look-up (``append_new``: with one if a span was not new)."""
+    from tracelens.ingest import spool_files
+
+    append = store.append_new if new else store.append
+    with spool_files(paths, input_format=input_format, keep_going=keep_going) as result:
+        added = sum(append(chunk) for chunk in result.tables())
+    decoded.num_rows += result.num_rows
+    decoded.spooled_traces += result.traces
+    decoded.warnings.extend(result.warnings)
+    errors.extend(result.errors)
+    return added
+
+
+def _store_files(
+    store: DuckDBStore,
+    paths: Sequence[str | os.PathLike[str]],
+    input_format: str | None,
+    decoded: Decoded,
+    new: bool,
+) -> int:
+    """Decode ``paths`` into ``store`` in one transaction; the spans added.  Into an empty store
+    (``new``) spans are expected new, and inserted without looking for them first; if one was
+    not (a span repeated in the files), the transaction rolled back and the files are decoded
+    again with the store looking."""
+    from tracelens.ingest import Decoded, decode_files
+    from tracelens.store import NotNew
+
+    for expect_new in (True, False) if new else (False,):
+        attempt = Decoded()
+        # closed at once when storing fails: its decoding thread stops before a retry starts
+        with contextlib.closing(decode_files(paths, attempt, input_format=input_format)) as chunks:
+            try:
+                added = store.append_all(chunks, new=expect_new)
+            except NotNew:
+                continue
+        decoded.num_rows += attempt.num_rows
+        decoded.trace_ids |= attempt.trace_ids
+        decoded.warnings.extend(attempt.warnings)
+        return added
+    raise AssertionError("unreachable: the second attempt does not expect new spans")
 
 
 PathArg = str | os.PathLike[str]

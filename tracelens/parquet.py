@@ -26,14 +26,16 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from tracelens.errors import InputError
 from tracelens.schema import COLUMNS, SCHEMA_VERSION, SPAN_SCHEMA
+
+if TYPE_CHECKING:  # imported where used: pyarrow.dataset loads pandas (~1 s of a CLI start)
+    import pyarrow.dataset as ds
 
 LAYOUT_FILE: Final = "_tracelens_layout.json"
 LAYOUT_FORMAT: Final = "tracelens.spans.parquet"
@@ -124,6 +126,8 @@ def write_parquet(
     if created and mode is not None:
         out.chmod(_dir_mode(mode))
     work = Path(tempfile.mkdtemp(prefix=".tracelens-export-", dir=out))
+    import pyarrow.dataset as ds
+
     try:
         ds.write_dataset(
             table,
@@ -196,6 +200,8 @@ def order_indices(table: pa.Table, keys: list[str]) -> pa.Array:
 def count_parquet(parquet: str | os.PathLike[str]) -> int | None:
     """The rows of a Parquet span set or file from its metadata (nothing is read), or None when
     it cannot be opened (``read_parquet`` then says why)."""
+    import pyarrow.dataset as ds
+
     try:
         return int(ds.dataset(Path(parquet), format="parquet", partitioning="hive").count_rows())
     except (pa.ArrowInvalid, OSError, ValueError):
@@ -215,6 +221,8 @@ def read_parquet(parquet: str | os.PathLike[str], columns: Sequence[str] | None 
     ours = path.is_dir() and is_span_set(path)
     if ours:
         layout(path)
+    import pyarrow.dataset as ds
+
     try:
         dataset = ds.dataset(path, format="parquet", partitioning="hive")
         names = set(dataset.schema.names)
@@ -268,6 +276,8 @@ def _check_column(name: str, column: pa.ChunkedArray) -> tuple[str | None, pa.Ch
 
 def _bad_file(dataset: ds.Dataset, name: str) -> str | None:
     """The first file of ``dataset`` whose column ``name`` fails ``_check_column``."""
+    import pyarrow.dataset as ds
+
     for file in dataset.files:
         try:
             column = ds.dataset(file, format="parquet").to_table(columns=[name])[name]

@@ -3,7 +3,8 @@
 Every importer produces ``tracelens.schema.SPAN_SCHEMA``; nothing downstream knows which format a
 span came from.  Formats are told from content (see ``detect``): OTLP JSON (also JSON Lines and
 Jaeger's /api/v3 envelope), OTLP protobuf, Jaeger JSON, Zipkin v2 JSON, any of them gzip-compressed.
-``spool_files`` reads the same into a temporary on-disk spool, for imports of any size.
+``decode_files`` hands the same on a chunk at a time as it decodes (``spool_files``: through a
+temporary on-disk spool), for imports of any size.
 """
 
 from __future__ import annotations
@@ -19,16 +20,21 @@ from tracelens.errors import InputError
 from tracelens.ingest.detect import FORMATS, check_format
 from tracelens.ingest.files import read_path, read_stream
 from tracelens.ingest.spool import Spooled, spool_files
+from tracelens.ingest.stream import STREAM_BYTES, Decoded, decode_files, streamable
 from tracelens.schema import empty_spans
 
 __all__ = [
     "FORMATS",
+    "STREAM_BYTES",
+    "Decoded",
     "IngestResult",
     "InputError",
     "Spooled",
+    "decode_files",
     "read_bytes",
     "read_files",
     "spool_files",
+    "streamable",
 ]
 
 

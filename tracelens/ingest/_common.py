@@ -19,7 +19,7 @@ from typing import Any, Final, Protocol, TypeVar
 
 import pyarrow as pa
 
-from tracelens.schema import SpanColumns, conform, empty_spans
+from tracelens.schema import SPAN_SCHEMA, SpanColumns, conform, empty_spans
 
 # Rows per Arrow chunk: bounds the Python-object memory a large import holds at once.
 CHUNK_ROWS: Final = 65_536
@@ -508,6 +508,8 @@ class SpanBatch:
         """The spans not handed to the sink (all of them when there is none)."""
         self._flush()
         if not self._tables:
+            if self._sink is not None:  # no chunk of its own (empty_table would import pandas)
+                return pa.Table.from_batches([], schema=SPAN_SCHEMA)
             return empty_spans()
         if len(self._tables) == 1:
             return self._tables[0]

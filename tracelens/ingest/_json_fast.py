@@ -137,7 +137,12 @@ def _offsets(lengths: bytes) -> tuple[np.ndarray, pa.Array]:
     counts = np.frombuffer(lengths, np.int32)
     offsets = np.zeros(len(counts) + 1, np.int32)
     np.cumsum(counts, out=offsets[1:])
-    return counts, pa.array(offsets, pa.int32())
+    return counts, pa.Array.from_buffers(pa.int32(), len(offsets), [None, pa.py_buffer(offsets)])
+
+
+def _bools(flags: np.ndarray) -> pa.Array:
+    packed = np.packbits(flags, bitorder="little")
+    return pa.Array.from_buffers(pa.bool_(), len(flags), [None, pa.py_buffer(packed)])
 
 
 def _table(n: int, cols: dict[str, Any], promoted: list[tuple[int, int, Any]]) -> pa.Table:
@@ -153,7 +158,7 @@ def _table(n: int, cols: dict[str, Any], promoted: list[tuple[int, int, Any]]) -
     arrays["json_attributes"] = pa.ListArray.from_arrays(
         json_offsets,
         _strings(j, cols["json_keys"]),
-        mask=pa.array(json_counts == 0, pa.bool_()),
+        mask=_bools(json_counts == 0),
     )
     if promoted:
         convert_promoted(arrays, promoted)

@@ -5,10 +5,19 @@ from __future__ import annotations
 from tracelens.store.duckdb import (
     DEFAULT_DB,
     DuckDBStore,
+    NotNew,
     default_db_path,
     file_mode,
     is_store,
     open_store,
 )
 
-__all__ = ["DEFAULT_DB", "DuckDBStore", "default_db_path", "file_mode", "is_store", "open_store"]
+__all__ = [
+    "DEFAULT_DB",
+    "DuckDBStore",
+    "NotNew",
+    "default_db_path",
+    "file_mode",
+    "is_store",
+    "open_store",
+]

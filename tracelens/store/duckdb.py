@@ -23,7 +23,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 
 import duckdb
@@ -40,6 +40,11 @@ _ENTRY = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.string())
 _ROWS_ATTRIBUTES = pa.list_(_ENTRY)
 _MAP = SPAN_SCHEMA.field("attributes").type
 _INVALIDATED = "database has been invalidated"
+_NEW_ROWS = "_tracelens_new"  # the Arrow table an INSERT reads, registered as a view
+
+
+class NotNew(Exception):
+    """``append_all(..., new=True)`` met a span already stored or repeated: nothing was added."""
 
 
 def is_invalidated(exc: BaseException) -> bool:
@@ -253,6 +258,41 @@ class DuckDBStore:
             finally:
                 cur.close()
             return self._count_on(con) - before
+
+        return self._write("storing spans", work)
+
+    def append_all(self, chunks: Iterable[pa.Table], *, new: bool = False) -> int:
+        """Add every chunk of ``chunks`` in one transaction: all of them, or none when anything
+        fails (a DuckDB error, or what iterating ``chunks`` raises, such as a decoder's
+        ``InputError``: the import of a bad file).  Chunks are taken as they come, so memory
+        holds one (DuckDB writes a large transaction's rows to the file as it goes).
+
+        As ``append``, a (trace_id, span_id) already stored is kept once.  ``new``: the spans are
+        expected new (an import into an empty store): each chunk is one plain INSERT, which costs
+        about half of what INSERT OR IGNORE with DISTINCT ON does (a probe of the key per span, a
+        grouping of every column); a span that turns out stored or repeated rolls everything back
+        and raises ``NotNew``, for the caller to run it again without ``new``.  Returns rows
+        added."""
+
+        def work(con: duckdb.DuckDBPyConnection) -> int:
+            before = 0 if new else self._count_on(con)
+            inserted = 0
+            con.execute("BEGIN")
+            try:
+                for chunk in chunks:
+                    if chunk.num_rows:
+                        _insert(con, to_rows(conform(chunk)), new)
+                        inserted += chunk.num_rows
+                con.execute("COMMIT")
+            except BaseException as exc:
+                with contextlib.suppress(duckdb.Error):
+                    con.execute("ROLLBACK")
+                with contextlib.suppress(duckdb.Error):
+                    con.unregister(_NEW_ROWS)
+                if new and _conflict(exc):
+                    raise NotNew(_line(exc)) from None
+                raise
+            return inserted if new else self._count_on(con) - before
 
         return self._write("storing spans", work)
 
@@ -500,6 +540,27 @@ def open_store(
     path: str | os.PathLike[str] | None = None, *, read_only: bool = False
 ) -> DuckDBStore:
     return DuckDBStore(path or default_db_path(), read_only=read_only)
+
+
+def _insert(con: duckdb.DuckDBPyConnection, rows: pa.Table, new: bool) -> None:
+    """One INSERT of ``rows`` (as stored) on ``con``, in its transaction.  The view is left
+    registered when the INSERT fails: an aborted transaction refuses even ``unregister``."""
+    con.register(_NEW_ROWS, rows)
+    if new:
+        con.execute(f"INSERT INTO {TABLE} SELECT * FROM {_NEW_ROWS}")
+    else:
+        con.execute(
+            f"INSERT OR IGNORE INTO {TABLE} SELECT DISTINCT ON (trace_id, span_id) * "
+            f"FROM {_NEW_ROWS}"
+        )
+    con.unregister(_NEW_ROWS)
+
+
+def _conflict(exc: BaseException) -> bool:
+    """A primary key refused a span (DuckDB says so at the INSERT, or at COMMIT)."""
+    return isinstance(exc, duckdb.ConstraintException) or (
+        isinstance(exc, duckdb.Error) and "constraint" in str(exc).lower()
+    )
 
 
 def _id_list(trace_ids: Sequence[str] | pa.Array | pa.ChunkedArray) -> list[str]:
