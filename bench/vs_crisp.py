@@ -210,12 +210,13 @@ print(json.dumps({"s": elapsed, "cpu_s": cpu, "import_s": imported, "traces": le
 PHASES = """
 import json, sys, time
 t0 = time.perf_counter()
-clock = [t0]
+clock = [t0, time.process_time()]
 phases = {}
 def lap(name):
-    now = time.perf_counter()
+    now, cpu = time.perf_counter(), time.process_time()
     phases[name] = now - clock[0]
-    clock[0] = now
+    phases[name + " (CPU)"] = cpu - clock[1]
+    clock[:] = [now, cpu]
 import click
 import tracelens.cli.analyze
 from tracelens import api
@@ -249,5 +250,6 @@ with open(out, "w", encoding="utf-8") as f:
     f.write(rendered if rendered.endswith("\\n") else rendered + "\\n")
 lap(f"output ({fmt}: render, write)")
 phases["in-process total"] = time.perf_counter() - t0
+phases["in-process total (CPU)"] = time.process_time()
 print(json.dumps(phases))
 """
