@@ -9,7 +9,7 @@ Three workloads, one after the other in the same run:
     each; 20k traces = 1M spans);
   * *varied*: 10k traces whose steps call varying sets of tools (bench/varied.py, ~210k spans,
     ~1.5k distinct hop patterns), where a per-pattern loop of queries used to cost 10x;
-  * *agent*: 10k varied traces of 5-7 steps (~250k spans, ~2k distinct hop patterns), against
+  * *agent*: 10k varied traces of 5-7 steps (~250k spans, ~1.2k (step, tool set) patterns), vs
     CRISP (uber-research/CRISP, ``../shared/anchors/crisp``, unchanged, in a venv of its own):
     see bench/vs_crisp.py for exactly what is timed on each side.  Interleaved, medians of
     ``--repeat``: CRISP's in-process critical path over the traces' Jaeger files, against the
@@ -135,9 +135,11 @@ def bench_crisp(tmp: str, opts: argparse.Namespace) -> dict[str, bool]:
     jaeger = Path(tmp, "agent-jaeger")
     n = crisp.write_store(db, table)
     files = crisp.write_jaeger(table, jaeger)
+    sets, seqs = crisp.hop_patterns(table)
     print(
-        f"wrote {n:,} spans ({opts.crisp:,} agent traces, {crisp.hop_patterns(table):,} distinct "
-        f"hop patterns) as a store and {files:,} Jaeger files in {time.perf_counter() - t0:.1f} s"
+        f"wrote {n:,} spans ({opts.crisp:,} agent traces; distinct (step, tool set) patterns: "
+        f"{sets:,}, in call order: {seqs:,}) as a store and {files:,} Jaeger files in "
+        f"{time.perf_counter() - t0:.1f} s"
     )
     del table
     out = os.path.join(tmp, "agent-analysis.json")
@@ -181,6 +183,8 @@ def bench_crisp(tmp: str, opts: argparse.Namespace) -> dict[str, bool]:
         f"{'tracelens analyze --db, whole command (' + opts.format + ')':52}{t:9.2f}"
         f"{med(ours, 'cpu_s'):8.2f}"
     )
+    cpu_ratio = med(theirs, "cpu_s") / med(ours, "cpu_s")
+    print(f"CPU seconds, CRISP over tracelens: {cpu_ratio:.2f}x")
     print(
         f"CRISP's imports, not counted above: {med(theirs, 'import_s'):.2f} s; "
         f"critical-path spans found by CRISP: {int(theirs[0]['on_path']):,}"

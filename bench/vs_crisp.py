@@ -4,7 +4,8 @@ CRISP (uber-research/CRISP, ``../shared/anchors/crisp``, kept unchanged) reads o
 file per trace.  This module
 
 * generates the *agent* workload: 10k varied agent traces (``varied.make_varied`` with 5-7 steps
-  a request: ~25 spans a trace, ~250k spans, ~2k distinct hop patterns), times floored to whole
+  a request: ~25 spans a trace, ~250k spans; ~1.2k distinct (step, tool set) patterns, ~13k
+  distinct in call order; each tool call has its own URL or fingerprints), times floored to whole
   microseconds (Jaeger's unit) so that both tools see the very same numbers, written once as a
   tracelens DuckDB store and once as one Jaeger JSON file per trace (what CRISP reads, and what
   ``tracelens import`` reads too);
@@ -98,8 +99,8 @@ def agent_table(n_traces: int, seed: int = 0, chunk: int = 2000) -> pa.Table:
     return table
 
 
-def hop_patterns(table: pa.Table) -> int:
-    """Distinct (step, tools called in order) among the steps: the finder's hop patterns."""
+def hop_patterns(table: pa.Table) -> tuple[int, int]:
+    """Distinct (step, set of tools it called) and (step, tools in call order) among the steps."""
     import polars as pl
 
     df = pl.from_arrow(table.select(["span_id", "parent_span_id", "name", "start_ns"]))
@@ -108,8 +109,12 @@ def hop_patterns(table: pa.Table) -> int:
         pl.col("span_id").alias("parent_span_id"), pl.col("name").alias("step")
     )
     calls = df.join(steps, on="parent_span_id").sort("start_ns")
-    grouped = calls.group_by("parent_span_id", "step").agg(pl.col("name"))
-    return grouped.select(pl.struct("step", "name").n_unique()).item()
+    grouped = calls.group_by("parent_span_id", "step").agg(
+        pl.col("name").alias("seq"), pl.col("name").sort().alias("set")
+    )
+    sets = grouped.select(pl.struct("step", "set").n_unique()).item()
+    seqs = grouped.select(pl.struct("step", "seq").n_unique()).item()
+    return sets, seqs
 
 
 def write_store(path: str, table: pa.Table) -> int:
