@@ -231,6 +231,7 @@ class _Attrs:
         )
         self.picked = self.long.filter(pl.col("key").is_in(list(_READ_KEYS)))
         self._first: dict[tuple[str, ...], pl.DataFrame] = {}
+        self._urls: pl.Series | None = None
 
     def first(self, keys: tuple[str, ...]) -> pl.DataFrame:
         """(_i, value) of the first of ``keys`` each span has (in the order given); several
@@ -239,6 +240,13 @@ class _Attrs:
         if got is None:
             got = self._first[keys] = self._lookup(keys)
         return got
+
+    def urls(self) -> pl.Series:
+        """``url_canonical`` of ``first(_URL_KEYS)["value"]``, made once for the rules that
+        read URLs."""
+        if self._urls is None:
+            self._urls = url_canonical(self.first(_URL_KEYS)["value"])
+        return self._urls
 
     def _lookup(self, keys: tuple[str, ...]) -> pl.DataFrame:
         sub = self.picked.filter(pl.col("key").is_in(list(keys)))
@@ -526,8 +534,7 @@ def _write_reasons(
         (_URL_KEYS, _url_reason),
     ):
         got = attrs.first(keys)
-        values = url_canonical(got["value"]) if keys == _URL_KEYS else got["value"]
-        judged = _by_value(values, fn)
+        judged = _by_value(attrs.urls() if keys == _URL_KEYS else got["value"], fn)
         hit = judged.is_not_null().to_numpy()
         put(got["_i"].to_numpy()[hit], judged.filter(pl.Series(hit)))
     tools = attrs.first((A.GEN_AI_TOOL_NAME,))
@@ -826,7 +833,7 @@ def _resource(attrs: _Attrs, spans: pl.DataFrame) -> np.ndarray:
         (_URL_KEYS, resource_of_url),
     ):
         got = attrs.first(keys)
-        named = _by_value(url_canonical(got["value"]) if keys == _URL_KEYS else got["value"], fn)
+        named = _by_value(attrs.urls() if keys == _URL_KEYS else got["value"], fn)
         ok = named.is_not_null().to_numpy() & ~claimed[got["_i"].to_numpy()]
         rows = got["_i"].to_numpy()[ok]
         out[rows] = _hash(named.filter(pl.Series(ok)))
