@@ -120,7 +120,6 @@ def _load() -> str:
 
 def bench_crisp(tmp: str, opts: argparse.Namespace) -> dict[str, bool]:
     """The agent workload: CRISP's critical path against the whole tracelens command."""
-    import resource
 
     import vs_crisp as crisp
 
@@ -129,6 +128,10 @@ def bench_crisp(tmp: str, opts: argparse.Namespace) -> dict[str, bool]:
         print(f"== agent workload vs CRISP: skipped, no CRISP at {src} (set TRACELENS_CRISP_SRC)")
         return {"CRISP found": False}
     py = crisp.crisp_python(src)
+    if opts.before:
+        import compileall
+
+        compileall.compile_dir(str(Path(opts.before, "tracelens")), quiet=1)
     t0 = time.perf_counter()
     table = crisp.agent_table(opts.crisp)
     db = os.path.join(tmp, "agent.duckdb")
@@ -148,19 +151,17 @@ def bench_crisp(tmp: str, opts: argparse.Namespace) -> dict[str, bool]:
     crisp_cmd = [py, "-c", crisp.CRISP_RUN, str(jaeger), crisp.SERVICE, crisp.OPERATION]
     theirs: list[dict[str, float]] = []
     ours: list[dict[str, float]] = []
+    before: list[dict[str, float]] = []
     phases: list[dict[str, float]] = []
     loads = [_load()]
     for _ in range(opts.repeat):  # interleaved, so noise hits both alike
         got = json.loads(subprocess.run(crisp_cmd, check=True, capture_output=True).stdout)
         assert got["skipped"] == 0, f"CRISP skipped {got['skipped']} traces"
         theirs.append(got)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        subprocess.run(cli, check=True, capture_output=True)
-        wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-        ours.append({"s": wall, "cpu_s": cpu})
+        ours.append(timed(cli))
+        if opts.before:
+            env = {**os.environ, "PYTHONPATH": opts.before}
+            before.append(timed(cli, env=env, cwd=opts.before))
         phases.append(run_phases(db, out + ".phases", opts.format))
         loads.append(_load())
     if not opts.keep:
@@ -183,6 +184,13 @@ def bench_crisp(tmp: str, opts: argparse.Namespace) -> dict[str, bool]:
         f"{'tracelens analyze --db, whole command (' + opts.format + ')':52}{t:9.2f}"
         f"{med(ours, 'cpu_s'):8.2f}"
     )
+    if before:
+        b = med(before)
+        print(
+            f"{'tracelens before (--before ' + opts.before + ')':52}{b:9.2f}"
+            f"{med(before, 'cpu_s'):8.2f}"
+        )
+        print(f"before vs CRISP: {c / b:.2f}x; after vs before: {b / t:.2f}x faster")
     cpu_ratio = med(theirs, "cpu_s") / med(ours, "cpu_s")
     print(f"CPU seconds, CRISP over tracelens: {cpu_ratio:.2f}x")
     print(
@@ -202,6 +210,19 @@ def bench_crisp(tmp: str, opts: argparse.Namespace) -> dict[str, bool]:
     total = med(phases, "in-process total")
     print(f"  {'interpreter start and exit (whole - in-process)':48}{t - total:9.3f}")
     return {"analysis at least 3x CRISP": c / t >= 3}
+
+
+def timed(cmd: list[str], **kw: object) -> dict[str, float]:
+    """Wall clock from spawn to exit and the CPU seconds of ``cmd``."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True, capture_output=True, **kw)  # type: ignore[call-overload]
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {"s": wall, "cpu_s": cpu}
 
 
 def run_phases(db: str, out: str, fmt: str) -> dict[str, float]:
@@ -234,6 +255,12 @@ def main() -> None:
     ap.add_argument("--traces", type=int, default=20_000, help="template traces (0: skip)")
     ap.add_argument("--varied", type=int, default=10_000, help="varied traces (0: skip)")
     ap.add_argument("--crisp", type=int, default=10_000, help="agent traces vs CRISP (0: skip)")
+    ap.add_argument(
+        "--before",
+        default=None,
+        help="a tracelens source tree (its C extensions built) to time too on the agent "
+        "workload, interleaved: e.g. an earlier commit's, for a before/after in one run",
+    )
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--db", default=None, help="template store to use (created if missing)")
     ap.add_argument("--keep", action="store_true", help="keep the generated stores")

@@ -45,8 +45,8 @@ OPERATION = "handle_request"
 STEPS = (5, 8)  # 5-7 steps a request: ~25 spans a trace
 VENV = Path(os.environ.get("TRACELENS_CRISP_VENV", Path.home() / ".cache/tracelens/venv-crisp"))
 # CRISP's dependencies (the anchor's ORIGIN.md); ``crisp.graph`` itself needs none of them.
-CRISP_DEPS = ("numpy", "pandas", "pyyaml", "protobuf", "jinja2", "python-dateutil", "psutil")
-CRISP_DEPS += ("tenacity", "ratelimit", "requests", "matplotlib")
+CRISP_DEPS: tuple[str, ...] = ("numpy", "pandas", "pyyaml", "protobuf", "jinja2", "psutil")
+CRISP_DEPS += ("python-dateutil", "tenacity", "ratelimit", "requests", "matplotlib")
 
 
 def crisp_source() -> Path:
@@ -124,7 +124,7 @@ def write_store(path: str, table: pa.Table) -> int:
         return store.append(table)
 
 
-def _tag(key: str, value: str) -> dict[str, str]:
+def _tag(key: str, value: str) -> dict[str, object]:
     return {"key": key, "type": "string", "value": value}
 
 
@@ -140,7 +140,7 @@ def write_jaeger(table: pa.Table, out: Path) -> int:
     rows = table.select([*cols, "attributes"]).to_pylist()
     by_trace: dict[str, list[dict[str, object]]] = {}
     for r in rows:
-        tags = [_tag("span.kind", r["span_kind"])]
+        tags: list[dict[str, object]] = [_tag("span.kind", r["span_kind"])]
         if r["status_code"] == "error":
             tags += [
                 _tag("otel.status_code", "ERROR"),
