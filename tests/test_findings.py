@@ -656,3 +656,4 @@ def test_url_rules_read_the_canonical_url_as_the_url(values: list[str | None]) -
         assert _volatile_words(w) == _volatile_words(v)
     expected = [v is not None and is_volatile_text(v) for v in values]
     assert volatile(series).tolist() == expected
+    assert volatile(series, url_canonical(series)).tolist() == expected

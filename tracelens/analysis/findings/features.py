@@ -480,22 +480,33 @@ def _volatile_words(text: str) -> bool:
     return _VOLATILE_WORDS_RE.search(words.replace("/", " ").replace("-", " ")) is not None
 
 
-def volatile(values: pl.Series) -> np.ndarray:
+def volatile(values: pl.Series, canonical: pl.Series | None = None) -> np.ndarray:
     """``is_volatile_text`` of every value as a bool array (null: False), each regex run in
     Python only on the distinct values that may match it (``_may_hold``), the words on the
-    canonical URL (``url_canonical``: they read its path alone)."""
-    uniq = values.unique().drop_nulls()
-    out = np.zeros(len(uniq), dtype=bool)
-    maybe = _may_hold(uniq, _VOLATILE_SQL_HEADS)
+    canonical URL (``url_canonical``: they read its path alone).  ``canonical``: the values'
+    ``url_canonical`` where the caller has it (mostly distinct values, URLs: not deduplicated)."""
+    if canonical is None:
+        uniq = values.unique().drop_nulls()
+        hit = _volatile_of(uniq, url_canonical(uniq, bare_whole=True))
+        if not hit.any():
+            return np.zeros(len(values), dtype=bool)
+        return values.is_in(uniq.filter(pl.Series(hit)).implode()).fill_null(False).to_numpy()
+    scheme = values.str.contains("://", literal=True).fill_null(False)
+    subject = pl.select(pl.when(scheme).then(canonical).otherwise(values)).to_series()
+    return _volatile_of(values, subject)
+
+
+def _volatile_of(values: pl.Series, subject: pl.Series) -> np.ndarray:
+    """``is_volatile_text`` of ``values`` given ``subject``, their ``url_canonical`` with
+    ``bare_whole`` (null: False)."""
+    out = np.zeros(len(values), dtype=bool)
+    maybe = _may_hold(values, _VOLATILE_SQL_HEADS)
     if maybe.any():
-        out[maybe] = _which(uniq.filter(pl.Series(maybe)), _volatile_call)
-    subject = url_canonical(uniq, bare_whole=True)
+        out[maybe] = _which(values.filter(pl.Series(maybe)), _volatile_call)
     maybe = _may_hold(subject, _VOLATILE_WORD_HEADS) & ~out
     if maybe.any():
         out[maybe] = _which(subject.filter(pl.Series(maybe)), _volatile_words)
-    if not out.any():
-        return np.zeros(len(values), dtype=bool)
-    return values.is_in(uniq.filter(pl.Series(out)).implode()).fill_null(False).to_numpy()
+    return out
 
 
 def _db_op_reason(op: str) -> str | None:
@@ -788,7 +799,8 @@ def _volatile(attrs: _Attrs, names: pl.Series) -> np.ndarray:
     out = volatile(names)
     for keys in ((A.GEN_AI_TOOL_NAME,), _URL_KEYS, _SQL_KEYS):
         got = attrs.first(keys)
-        out[got["_i"].to_numpy()[volatile(got["value"])]] = True
+        urls = attrs.urls() if keys == _URL_KEYS else None
+        out[got["_i"].to_numpy()[volatile(got["value"], urls)]] = True
     return out
 
 
