@@ -4,8 +4,8 @@
 
 Writes ``--traces`` template traces (bench/synth.py, 50 spans each: 20k = 1M spans) as a Parquet
 span set, then times, in this one process, median of ``--repeat`` runs each:
-  * embedded: ``EmbeddedEngine().analyze(DIR)`` (read, per-trace analysis, findings), with its
-    per-trace part (``analyze_traces``) timed apart;
+  * embedded: ``EmbeddedEngine().analyze(ParquetSpans(DIR))`` (read, per-trace analysis,
+    findings), with its per-trace part (``analyze_traces``) timed apart;
   * Spark, for each master: phase one (the Spark job: shuffle by trace-id bucket,
     ``analyze_traces`` in the Python workers, results collected as Arrow IPC), phase two's
     merge, and phase two's cross-trace part (``engines.complete``: findings, replay) on the
@@ -35,7 +35,7 @@ sys.path.insert(0, str(HERE))
 from synth import make_traces  # noqa: E402
 
 from tracelens.analysis import ANALYSIS_COLUMNS, analyze_traces  # noqa: E402
-from tracelens.engines import complete  # noqa: E402
+from tracelens.engines import ParquetSpans, complete  # noqa: E402
 from tracelens.engines.embedded import EmbeddedEngine  # noqa: E402
 from tracelens.engines.spark import SparkEngine, merge  # noqa: E402
 from tracelens.parquet import read_parquet, write_parquet  # noqa: E402
@@ -70,7 +70,7 @@ def spark_session(master: str) -> Any:
 def bench_spark(path: str, master: str, repeat: int, want: dict[str, Any]) -> dict[str, float]:
     spark = spark_session(master)
     engine = SparkEngine(spark=spark)
-    frame = engine.frame(path)
+    frame = engine.frame(ParquetSpans(path))
     buckets = engine.buckets(frame)
     one, two, three, equal = [], [], [], True
     for k in range(repeat + 1):
@@ -111,7 +111,7 @@ def main() -> None:
         emb, per_trace = [], []
         want: dict[str, Any] = {}
         for _ in range(opts.repeat):
-            te, result = timed(lambda: EmbeddedEngine().analyze(path))
+            te, result = timed(lambda: EmbeddedEngine().analyze(ParquetSpans(path)))
             spans = read_parquet(path, ANALYSIS_COLUMNS)
             tp, _ = timed(lambda s=spans: analyze_traces(s))
             emb.append(te)

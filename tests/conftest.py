@@ -11,6 +11,10 @@ import os  # noqa: E402
 
 from hypothesis import settings  # noqa: E402
 
+# Results built without tracelens.analyze (analyze_spans, find_all, compare) render through
+# the renderers tracelens.render registers (analysis/outputs.py): load them, as the library does.
+import tracelens.render  # noqa: E402, F401
+
 # Hypothesis profiles: how many examples each property test gets, and whether they are new ones.
 # The profile decides for every test; a test states its own ``max_examples`` only where one
 # example is itself an end-to-end run (none today: README, "Testing").

@@ -23,8 +23,9 @@ import pytest
 from test_instrumentation_helpers import DelayServer, ok, run_python
 
 from tracelens.analysis import analyze_traces
-from tracelens.analysis.hotspots import CpuHotspots, cpu_hotspots, render_text
+from tracelens.analysis.hotspots import CpuHotspots, cpu_hotspots
 from tracelens.api import load_spans
+from tracelens.render.text import hotspots_text as render_text
 
 pytestmark = pytest.mark.skipif(
     not sys.platform.startswith("linux"), reason="the sampler reads per-thread CPU clocks (Linux)"

@@ -24,7 +24,8 @@ from tracelens.analysis import analyze_spans
 from tracelens.analysis.diff import Verdict, compare, parse_rules, profile
 from tracelens.analysis.diff.bootstrap import percentile, resampled_percentiles
 from tracelens.analysis.diff.compare import band, needed
-from tracelens.api import _instant, diff
+from tracelens.analysis.diff.window import parse_instant
+from tracelens.api import diff
 from tracelens.cli import main
 from tracelens.errors import OptionError
 from tracelens.report.diff import render_diff
@@ -233,11 +234,11 @@ def test_stores_as_base_and_new(tmp_path: Path) -> None:
 
 def test_relative_instants() -> None:
     now = 1_800_000_000 * 10**9
-    assert _instant("--since", "24h", now) == now - 86_400 * 10**9
-    assert _instant("--since", "90s", now) == now - 90 * 10**9
-    assert _instant("--since", "2026-03-01T12:00:00+01:00", now) == 1_772_362_800 * 10**9
+    assert parse_instant("--since", "24h", now) == now - 86_400 * 10**9
+    assert parse_instant("--since", "90s", now) == now - 90 * 10**9
+    assert parse_instant("--since", "2026-03-01T12:00:00+01:00", now) == 1_772_362_800 * 10**9
     with pytest.raises(OptionError, match="--until: 'yesterday' is neither"):
-        _instant("--until", "yesterday", now)
+        parse_instant("--until", "yesterday", now)
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@
   (``render_report``) under its Content-Security-Policy, render boxes with no console error,
   no request and no script, a hostile span or function name stays text (in the hover titles),
   and the page prints.
-* The ``--flamegraph-out`` file (``hotspots.write_folded``) is imported by speedscope (the npm
+* The ``--flamegraph-out`` file (``render.folded.write_folded``) is imported by speedscope (the npm
   package, run from its own ``index.html`` in Chromium, the way its CLI does): the profile
   loads, and speedscope's Sandwich table shows the totals and self times this analysis computed.
   Needs speedscope unpacked (``.ci/run`` does it: ``npm pack speedscope``); set
@@ -27,7 +27,8 @@ from test_report_browser import ARTIFACTS, CHROMIUM, XSS_NAME, Browser, browser
 from tracelens_instrumentation import attributes as A
 
 from tracelens.analysis import analyze_spans
-from tracelens.analysis.hotspots import cpu_hotspots, write_folded
+from tracelens.analysis.hotspots import cpu_hotspots
+from tracelens.render.folded import write_folded
 from tracelens.report import flame, render_report
 
 __all__ = ["browser"]  # fixture, imported for pytest

@@ -25,9 +25,9 @@ from tracelens.analysis.hotspots import (
     entry_of,
     module_of,
     parse_stacks,
-    render_text,
-    write_folded,
 )
+from tracelens.render.folded import folded, write_folded
+from tracelens.render.text import hotspots_text as render_text
 
 MS = 1_000_000
 TA = "a" * 32
@@ -108,7 +108,7 @@ def test_off_path_side(hot) -> None:  # type: ignore[no-untyped-def]
 
 
 def test_folded_and_dict(hot) -> None:  # type: ignore[no-untyped-def]
-    assert hot.folded().splitlines() == [
+    assert folded(hot).splitlines() == [
         "a:late;a:hot 400000",
         "a:plan 40000",
         "a:plan;json:dumps;json.encoder:JSONEncoder.iterencode 280000",

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from click.testing import CliRunner
-from conftest import FIXTURES
+from conftest import FIXTURES, ROOT
 
 from tracelens.cli import main
 from tracelens.store import DuckDBStore
@@ -98,6 +98,34 @@ def test_cli_formats_are_the_importers() -> None:
     from tracelens.ingest import FORMATS
 
     assert tuple(INPUT_FORMATS) == tuple(FORMATS)
+
+
+def test_the_cli_detection_and_readme_come_from_the_formats_table() -> None:
+    """One table (tracelens/formats.py): the CLI's choices, detection's formats, the JSON
+    shapes it tries (each detected by its own module), its "tried" message and README's
+    ``--input-format`` line all name exactly the table's formats."""
+    from tracelens.cli.analyze import analyze
+    from tracelens.formats import INPUT_FORMATS, NAMES
+    from tracelens.ingest import detect
+
+    choice = next(p for p in analyze.params if p.name == "input_format")
+    assert tuple(choice.type.choices) == NAMES == ("otlp-json", "otlp-proto", "jaeger", "zipkin")
+    assert detect.FORMATS == NAMES
+    assert set(detect.JSON_CODECS) == set(detect.JSON_FORMATS) == {"otlp-json", "jaeger", "zipkin"}
+    assert {n: m.__name__ for n, m in detect.JSON_CODECS.items()} == {
+        f.name: f"tracelens.ingest.{f.decoder}" for f in INPUT_FORMATS if f.json
+    }
+    # Detection by shape: a minimal document of each JSON format is told as that format.
+    docs = {
+        "otlp-json": {"resourceSpans": []},
+        "jaeger": {"data": []},
+        "zipkin": [{"traceId": "a" * 32, "id": "b" * 16}],
+    }
+    assert {name: detect.json_format(doc) for name, doc in docs.items()} == {n: n for n in docs}
+    for f in INPUT_FORMATS:
+        assert f"{f.name} ({f.recognised_by})" in detect.TRIED
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert f"- `--input-format {'|'.join(NAMES)}`" in readme
 
 
 def test_import_files_is_the_library_form(tmp_path: Path) -> None:

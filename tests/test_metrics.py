@@ -266,8 +266,8 @@ def test_collectors_in_one_process_have_their_own_registries(tmp_path: Path) -> 
     """Two collectors (as in tests) register the same names without clashing, and count apart."""
     with DuckDBStore(tmp_path / "a.duckdb") as a, DuckDBStore(tmp_path / "b.duckdb") as b:
         stats_a, stats_b = Stats(), Stats()
-        first = CollectorMetrics(CollectorConfig(db="a", metrics_quiet_s=30), stats_a, a)
-        second = CollectorMetrics(CollectorConfig(db="b", metrics_quiet_s=30), stats_b, b)
+        first = CollectorMetrics(CollectorConfig(db="a"), stats_a, a)
+        second = CollectorMetrics(CollectorConfig(db="b"), stats_b, b)
         stats_a.add(spans_received=7)
         stats_a.merge(0.02, 7, 0)
         got_a, got_b = _scrape(first.registry), _scrape(second.registry)
@@ -279,13 +279,106 @@ def test_collectors_in_one_process_have_their_own_registries(tmp_path: Path) -> 
     assert "tracelens_span_calls" in _names(first)
 
 
-def test_a_quiet_period_of_zero_turns_span_metrics_off(tmp_path: Path) -> None:
+def test_span_metrics_are_on_by_default_and_a_flag_turns_them_off(tmp_path: Path) -> None:
     with DuckDBStore(tmp_path / "a.duckdb") as store:
-        metrics = CollectorMetrics(CollectorConfig(db="a", metrics_quiet_s=0), Stats(), store)
+        on = CollectorMetrics(CollectorConfig(db="a"), Stats(), store)
+        metrics = CollectorMetrics(CollectorConfig(db="a", span_metrics=False), Stats(), store)
         metrics.start()
         metrics.merged(make_spans(_traces()))  # ignored
         metrics.close()
         names = _names(metrics)
+    assert on.loop is not None and "tracelens_span_calls" in _names(on)
     assert metrics.loop is None
     assert "tracelens_collector_spans_received" in names
     assert not {n for n in names if n.startswith(("tracelens_span_", "tracelens_trace_"))}
+
+
+def test_a_quiet_period_of_zero_is_refused_with_the_way_to_turn_them_off() -> None:
+    with pytest.raises(ValueError, match="--no-span-metrics"):
+        CollectorConfig(db="a", metrics_quiet_s=0)
+    CollectorConfig(db="a", metrics_quiet_s=0, span_metrics=False)  # off: no quiet period used
+
+
+# --- the cap on open traces, and what it costs -----------------------------------------------
+
+
+def test_past_the_cap_the_oldest_open_traces_are_counted_with_what_they_have(
+    tmp_path: Path,
+) -> None:
+    """Cap 2: T1 (root and fetch so far), T2, then T3 arrive; T1 is counted at once with its
+    two spans, T3's arrival pushes nothing else out; T1's chat, arriving after, is late."""
+    rows = _traces()
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        tracker = CompletionTracker(quiet_s=60, max_pending=2)
+        metrics = SpanMetrics()
+        loop = AnalysisLoop(store, tracker, metrics)
+        for part, now in ((rows[:2], 0.0), (rows[3:4], 1.0), (rows[4:5], 2.0)):
+            spans = make_spans(part)
+            store.append(spans)
+            tracker.seen(spans, now)
+        assert tracker.forced == 1 and tracker.pending() == 2
+        assert loop.run_once(3.0) == 1  # T1, not quiet yet, counted for the cap
+        late = make_spans(rows[2:3])
+        store.append(late)
+        tracker.seen(late, 4.0)
+        assert loop.run_once(200.0) == 2  # T2 and T3 when quiet
+    assert tracker.late_spans == 1
+    got = _scrape(metrics)
+    calls = "tracelens_span_calls_total"
+    assert _get(got, calls, service="agent", operation="fetch", kind="io") == 1
+    assert ("tracelens_span_calls_total", (("kind", "gpu"), ("operation", "chat"),
+            ("service", "agent"))) not in got  # fmt: skip
+    assert sum(v for (n, _), v in got.items() if n == calls) == 4  # T1's 2, T2's 1, T3's 1
+
+
+def test_an_open_trace_costs_at_most_the_stated_bytes() -> None:
+    """The README's memory bound: ``BYTES_PER_TRACE`` per open trace, measured with
+    tracemalloc over 20,000 traces of real ids (and as many remembered once complete)."""
+    import tracemalloc
+
+    from tracelens.collector.completion import BYTES_PER_TRACE
+
+    n = 20_000
+    rows = [_span(f"{i + 1:032x}", i, "x", i, i + 10, "cpu") for i in range(n)]
+    spans = make_spans(rows)
+    tracker = CompletionTracker(quiet_s=5, max_pending=n, remember=n)
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    tracker.seen(spans, 0.0)
+    open_bytes = tracemalloc.get_traced_memory()[0] - before
+    done = tracker.complete(10.0)
+    remembered = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    assert len(done) == n and tracker.pending() == 0
+    del done
+    assert open_bytes / n <= BYTES_PER_TRACE
+    assert remembered / n <= 2 * BYTES_PER_TRACE  # ids kept and the Completed handed out
+
+
+def test_the_loop_reads_and_analyses_at_most_a_batch_of_spans_at_a_time(tmp_path: Path) -> None:
+    """Batches of at most 2 spans: T1 (3 spans) is read alone (a batch holds one trace at
+    least), then two one-span traces, then the last; every trace counted once, with the totals
+    of one batch of all."""
+    rows = _traces()
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        tracker = CompletionTracker(quiet_s=1)
+        metrics = SpanMetrics()
+        loop = AnalysisLoop(store, tracker, metrics, batch_spans=2)
+        spans = make_spans(rows)
+        store.append(spans)
+        tracker.seen(spans, 0.0)
+        seen: list[int] = []
+        real_read = store.read
+
+        def read(*args: Any, **kw: Any) -> Any:
+            table = real_read(*args, **kw)
+            seen.append(table.num_rows)
+            return table
+
+        store.read = read  # type: ignore[method-assign]
+        assert loop.run_once(5.0) == 4
+    assert sorted(seen) == [1, 2, 3]  # T1 alone (over the batch, one trace at least), 2+1 ...
+    one = SpanMetrics()
+    one.record(analyze_traces(make_spans(rows)))
+    a, b = _scrape(one), _scrape(metrics)
+    assert a.keys() == b.keys() and all(math.isclose(a[k], b[k], abs_tol=1e-9) for k in a)

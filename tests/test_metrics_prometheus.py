@@ -32,6 +32,8 @@ import pytest
 import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
+from tracelens.collector.config import DEFAULT_METRICS_QUIET_S
+from tracelens.collector.metrics import MAX_INTERVAL_S
 from tracelens.demo.pipeline import tracelens_cmd
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -39,7 +41,9 @@ DASHBOARD = ROOT / "deploy" / "grafana" / "tracelens-dashboard.json"
 RULES = ROOT / "deploy" / "prometheus" / "tracelens-rules.yml"
 REQUESTS = 24
 FIRST_RUN = 4  # of which the agent's first run sends this many
-QUIET_S = "1"
+# The collector runs with its defaults: span metrics on, a trace counted 10 s after it went quiet.
+QUIET_S = DEFAULT_METRICS_QUIET_S
+LOOP_S = min(MAX_INTERVAL_S, QUIET_S / 2)  # how often the metrics loop looks
 TOKEN = "metrics-test-token"
 TP99_THRESHOLD_S = 30  # the example alert's line (deploy/prometheus/tracelens-rules.yml)
 # Grafana's variables, as a test evaluates the panels: every service, every root operation.
@@ -199,8 +203,9 @@ class Run:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
-    """A collector that counts a trace 1 s after it went quiet, scraped by Prometheus (when
-    there is one) from before the demo agent sends its spans until the tests end."""
+    """A collector with no metrics flag (span metrics are on by default, a trace counted 10 s
+    after it went quiet), scraped by Prometheus (when there is one) from before the demo agent
+    sends its spans until the tests end."""
     tmp = tmp_path_factory.mktemp("metrics")
     token_file = tmp / "token"
     token_file.write_text(TOKEN + "\n")
@@ -208,7 +213,7 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Run]:
     proc = subprocess.Popen(
         tracelens_cmd(
             "collect", "--db", str(tmp / "m.duckdb"), "--http", "127.0.0.1:0", "--grpc", "off",
-            "--token-file", str(token_file), "--metrics-quiet-s", QUIET_S,
+            "--token-file", str(token_file),
         ),
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=_env(),
     )  # fmt: skip
@@ -296,7 +301,7 @@ def test_metrics_answer_only_with_the_token(run: Run) -> None:
 
 
 def test_each_trace_and_span_is_counted_exactly_once(run: Run) -> None:
-    time.sleep(3 * float(QUIET_S))  # more rounds of the loop: nothing may be added twice
+    time.sleep(2 * LOOP_S)  # more rounds of the loop: nothing may be added twice
     got = run.collector.samples()
     assert _total(got, "tracelens_trace_duration_seconds_count") == run.demo["traces"]
     assert _total(got, "tracelens_span_calls_total") == run.demo["spans"]

@@ -26,7 +26,7 @@ from conftest import FIXTURES, ROOT, trace_fixture_files
 
 from tracelens.analysis import ANALYSIS_COLUMNS, analyze_spans, analyze_traces
 from tracelens.cli import main
-from tracelens.engines import complete
+from tracelens.engines import ParquetSpans, complete
 from tracelens.engines.embedded import EmbeddedEngine
 from tracelens.engines.spark import (
     KEY,
@@ -177,7 +177,7 @@ def test_spark_equals_embedded_on_every_fixture(spark: Any, tmp_path: Path) -> N
     scatter = np.random.default_rng(1).permutation(union.num_rows)
     for k, rows in enumerate(np.array_split(scatter, 4)):
         pq.write_table(union.take(pa.array(rows)), tmp_path / f"part-{k}.parquet")
-    got = SparkEngine(spark=spark).analyze_by(str(tmp_path), "fixture")
+    got = SparkEngine(spark=spark).analyze_by(ParquetSpans.at(tmp_path), "fixture")
     assert len(want) > 100
     assert sorted(got) == sorted(want)
     differ = [name for name in want if got[name].to_dict() != want[name]]
@@ -190,8 +190,9 @@ def test_spark_equals_embedded_on_a_generated_span_set(spark: Any, tmp_path: Pat
     out = tmp_path / "spans"
     done = write_parquet(spans, out, max_rows_per_file=7_000)  # traces span files
     assert done.traces == GENERATED_TRACES and done.partitions > 100
-    got = SparkEngine(spark=spark).analyze(str(out)).to_dict()
-    want = EmbeddedEngine().analyze(out).to_dict()  # = analyze_spans(spans): test_parquet.py
+    got = SparkEngine(spark=spark).analyze(ParquetSpans.at(out)).to_dict()
+    # = analyze_spans(spans): test_parquet.py
+    want = EmbeddedEngine().analyze(ParquetSpans.at(out)).to_dict()
     assert len(want["warnings"]) >= 5 and want["findings"]
     assert got == want
 
@@ -204,7 +205,7 @@ def test_spark_on_a_table_without_seq_whose_traces_cross_partitions(
     spans = generated(300)
     hour = pa.compute.divide(spans["start_ns"], 3_600 * 10**9)
     pq.write_to_dataset(spans.append_column("hour", hour), tmp_path, partition_cols=["hour"])
-    got = SparkEngine(spark=spark).analyze(str(tmp_path)).to_dict()
+    got = SparkEngine(spark=spark).analyze(ParquetSpans.at(tmp_path)).to_dict()
     want = analyze_spans(read_parquet(tmp_path, ANALYSIS_COLUMNS)).to_dict()
     assert got == want
     assert got["summary"]["traces"] == 300

@@ -66,6 +66,79 @@ def test_time_filter_keeps_whole_traces(tmp_path: Path) -> None:
     assert sorted(got.column("trace_id").to_pylist()) == ["a" * 32, "a" * 32]
 
 
+def _three_traces() -> tuple[list[dict], str, str, str]:
+    """a: two spans from t=100; b: one span at 400; c: two spans from 150, appended in a
+    later batch (so its rows lie apart from a's)."""
+    a, b, c = "a" * 32, "b" * 32, "c" * 32
+    first = [
+        {"id": 0, "trace": a, "start": 100, "end": 300},
+        {"id": 1, "trace": a, "parent": 0, "start": 250, "end": 290},
+        {"id": 2, "trace": b, "start": 400, "end": 500},
+    ]
+    later = [
+        {"id": 3, "trace": c, "start": 150, "end": 900},
+        {"id": 4, "trace": c, "parent": 3, "start": 600, "end": 700},
+    ]
+    return first + later, a, b, c
+
+
+def _pairs(table: pa.Table) -> list[tuple[str, str]]:
+    return sorted(zip(*(table.column(c).to_pylist() for c in ("trace_id", "span_id")), strict=True))
+
+
+def test_read_by_trace_ids_returns_just_those_traces_whole(tmp_path: Path) -> None:
+    rows, a, b, c = _three_traces()
+    ids = [f"{i + 1:016x}" for i in range(5)]  # make_spans: span id = id + 1
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        store.append(make_spans(rows[:3]))
+        store.append(make_spans(rows[3:]))
+        both = store.read(["trace_id", "span_id"], trace_ids=[a, c])
+        arrow = store.read(["trace_id", "span_id"], trace_ids=pa.array([c, "f" * 32]))
+        whole = store.read(trace_ids=[b])
+        none = store.read(["trace_id"], trace_ids=[])
+        unknown = store.read(["trace_id"], trace_ids=["e" * 32])
+        windowed = store.read(["trace_id", "span_id"], trace_ids=[a, b, c], start_ns=120)
+        batches = store.read_batches(["trace_id", "span_id"], trace_ids=[b, c], batch_rows=1)[1]
+        streamed = pa.Table.from_batches(list(batches))
+    assert _pairs(both) == [(a, ids[0]), (a, ids[1]), (c, ids[3]), (c, ids[4])]
+    assert _pairs(arrow) == [(c, ids[3]), (c, ids[4])]  # an id not stored is no error
+    assert whole.schema.equals(SPAN_SCHEMA, check_metadata=False) and whole.num_rows == 1
+    assert none.num_rows == 0 and unknown.num_rows == 0
+    assert _pairs(windowed) == [(b, ids[2]), (c, ids[3]), (c, ids[4])]  # a starts at 100
+    assert _pairs(streamed) == [(b, ids[2]), (c, ids[3]), (c, ids[4])]
+
+
+def test_read_can_keep_only_some_attribute_keys(tmp_path: Path) -> None:
+    attrs = {"gen_ai.operation.name": "chat", "url.full": "http://x/'q'", "n": 3}
+    t = make_spans([{"id": 0, "start": 1, "end": 2, "attributes": attrs}])
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        store.append(t)
+        (tid,) = set(store.read(["trace_id"]).column("trace_id").to_pylist())
+        kept = store.read(attribute_keys=["gen_ai.operation.name", "n", "absent"])
+        by_id = store.read(["attributes"], trace_ids=[tid], attribute_keys=["url.full"])
+        quoted = store.read(["attributes"], attribute_keys=["it's"])
+        none = store.read(["attributes"], attribute_keys=[])
+    row = kept.to_pylist()[0]
+    assert sorted(k for k, _ in row["attributes"]) == ["gen_ai.operation.name", "n"]
+    assert attribute_dict(row["attributes"], row["json_attributes"]) == {
+        "gen_ai.operation.name": "chat",
+        "n": 3,
+    }
+    assert by_id.column("attributes").to_pylist() == [[("url.full", "http://x/'q'")]]
+    assert quoted.column("attributes").to_pylist() == [[]]
+    assert none.column("attributes").to_pylist() == [[]]
+
+
+def test_read_by_trace_ids_refuses_what_is_not_a_list_of_ids(tmp_path: Path) -> None:
+    with DuckDBStore(tmp_path / "s.duckdb") as store:
+        with pytest.raises(ValueError, match="not one string"):
+            store.read(trace_ids="a" * 32)
+        with pytest.raises(ValueError, match="not a trace id string: 7"):
+            store.read(trace_ids=["a" * 32, 7])  # type: ignore[list-item]
+        with pytest.raises(ValueError, match="null"):
+            store.read(trace_ids=pa.array(["a" * 32, None]))
+
+
 def test_newer_store_is_refused(tmp_path: Path) -> None:
     path = tmp_path / "s.duckdb"
     DuckDBStore(path).close()

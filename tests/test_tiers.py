@@ -24,8 +24,11 @@ SMOKE = {
     "the flame graphs in a browser": "test_flame_browser.py",
     "the real-vLLM fit (make test-vllm)": "test_vllm_latency.py",
     "the Prometheus scrape": "test_metrics_prometheus.py",
+    "span metrics counted from what a collector receives": "test_metrics_ingest.py",
     "diff significance": "test_diff.py",
     "the memory budget": "reliability/test_memory.py",
+    "analyze's memory budget": "reliability/test_analyze_budget.py",
+    "what-ifs on every path (analyze, report)": "test_what_if_paths.py",
 }
 NOT_DEFAULT = {"system", "heavy"}
 

@@ -1,5 +1,8 @@
-"""The HTML report calls of the library (re-exported by ``tracelens.api`` and ``tracelens``):
-load, analyse, hand the analysis to ``tracelens.report`` to render, write the pages.
+"""The HTML report calls of the library (wrapped by ``tracelens.api`` and re-exported by
+``tracelens``): load, analyse, hand the analysis to ``tracelens.report`` to render, write the
+pages.  The loading and analysing are the library's own calls, handed in by ``tracelens.api``
+(``Library``): this module does not import ``api`` back (no import circle,
+``tests/test_architecture.py``).
 
 ``write_report`` is the library form of ``tracelens report`` (``weekly=True`` is its
 ``--weekly``), ``write_weekly`` the weekly pages alone.  The call is not named ``report``
@@ -10,7 +13,7 @@ because ``tracelens.report`` is the rendering package: an attribute of that name
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,6 +21,7 @@ from typing import Any
 import polars as pl
 
 from tracelens.analysis import Analysis
+from tracelens.analysis.whatif import parse_all
 from tracelens.errors import OptionError, TracelensError
 from tracelens.progress import Progress
 from tracelens.report import render_report
@@ -33,6 +37,15 @@ from tracelens.report.weekly import (
 )
 
 
+@dataclass(frozen=True)
+class Library:
+    """The library calls the report calls read through: ``tracelens.api.analyze`` and
+    ``tracelens.api.load_spans`` (same parameters)."""
+
+    analyze: Callable[..., Analysis]
+    load_spans: Callable[..., Any]
+
+
 @dataclass
 class Written:
     """The pages ``write_report`` wrote (for weekly reports, the index last) and, for a single
@@ -44,6 +57,7 @@ class Written:
 
 
 def write_report(
+    lib: Library,
     files: Sequence[str | os.PathLike[str]] = (),
     *,
     db: str | None = None,
@@ -55,21 +69,27 @@ def write_report(
     title: str | None = None,
     keep_going: bool = False,
     findings: bool = True,
+    what_if: Sequence[str] = (),
+    what_if_threshold_ms: float | None = None,
     bar: Progress | None = None,
     parquet: str | os.PathLike[str] | None = None,
     engine: str = "embedded",
     master: str | None = None,
     spark_table: str | None = None,
+    memory_mb: int | None = None,
 ) -> Written:
     """A self-contained HTML report of ``files`` (or the store ``db``, or the Parquet span set
     ``parquet``, or with ``engine="spark"`` the Spark table ``spark_table``: as for
     ``tracelens.analyze``) written to ``out``; with ``weekly`` (implied by ``week``), one page per
-    ISO week of the store plus an index in ``out_dir`` (see ``write_weekly``).  ``bar`` shows the
-    phases when given.
+    ISO week of the store plus an index in ``out_dir`` (see ``write_weekly``).  ``what_if`` and
+    ``what_if_threshold_ms`` add the what-if findings, as for ``tracelens.analyze``, to the
+    report (and to every week's).  ``bar`` shows the phases when given.  ``memory_mb``: the
+    analysis' memory budget, as for ``tracelens.analyze`` (each week's, with ``weekly``).
 
     ``OptionError`` for a combination that cannot work, ``InputError`` for a bad file (unless
     ``keep_going``: the file is skipped and listed in ``errors``).
     """
+    parse_all(what_if)  # a bad --what-if is a usage error before any reading
     weekly = weekly or week is not None
     if weekly and (parquet or spark_table):
         raise OptionError("--weekly reads the store; --parquet makes one report (--out)")
@@ -80,24 +100,36 @@ def write_report(
     if weekly and out:
         raise OptionError("--weekly writes one file per week: use --out-dir, not --out")
     if weekly:
-        paths = write_weekly(db, out_dir, week, findings=findings, title=title, bar=bar)
+        paths = write_weekly(
+            lib,
+            db,
+            out_dir,
+            week,
+            findings=findings,
+            what_if=what_if,
+            what_if_threshold_ms=what_if_threshold_ms,
+            title=title,
+            bar=bar,
+            memory_mb=memory_mb,
+        )
         return Written(paths=paths)
     if not out:
         raise OptionError("say where to write the report: --out FILE.html (or --weekly)")
-    from tracelens.api import analyze
-
     bar = bar or Progress(enabled=False)
-    analysis = analyze(
+    analysis = lib.analyze(
         files,
         db=db,
         input_format=input_format,
         keep_going=keep_going,
         findings=findings,
+        what_if=what_if,
+        what_if_threshold_ms=what_if_threshold_ms,
         bar=bar,
         parquet=parquet,
         engine=engine,
         master=master,
         spark_table=spark_table,
+        memory_mb=memory_mb,
     )
     bar.set_label("rendering the report")
     sources = [os.fspath(f) for f in files] if files else [f"store {_db_path(db)}"]
@@ -109,12 +141,10 @@ def write_report(
     return Written(paths=[path], analysis=analysis, errors=list(analysis.errors))
 
 
-def weeks_in(db: str | None = None) -> list[tuple[str, int]]:
+def weeks_in(lib: Library, db: str | None = None) -> list[tuple[str, int]]:
     """(ISO week, traces) for every week with a trace in the store, oldest first; a trace
     belongs to the week (UTC) in which its first span started."""
-    from tracelens.api import load_spans
-
-    spans = load_spans(db=db, columns=["trace_id", "start_ns"]).spans
+    spans = lib.load_spans(db=db, columns=["trace_id", "start_ns"]).spans
     df = pl.from_arrow(spans)
     assert isinstance(df, pl.DataFrame)
     if df.height == 0:
@@ -131,23 +161,29 @@ def weeks_in(db: str | None = None) -> list[tuple[str, int]]:
 
 
 def write_weekly(
+    lib: Library,
     db: str | None = None,
     out_dir: str | os.PathLike[str] = "reports",
     week: str | None = None,
     *,
     findings: bool = True,
+    what_if: Sequence[str] = (),
+    what_if_threshold_ms: float | None = None,
     title: str | None = None,
-    threshold: float = THRESHOLD,
-    min_samples: int = MIN_SAMPLES,
+    threshold: float | None = None,
+    min_samples: int | None = None,
     bar: Progress | None = None,
+    memory_mb: int | None = None,
 ) -> list[Path]:
     """One report per ISO week with traces in the store, plus ``index.html``; or, with ``week``,
     that week's report only (compared with the latest earlier week that has traces).
 
+    ``what_if`` / ``what_if_threshold_ms``: the what-ifs asked for, in every week's analysis.
     Each week's analysis loads only that week, and only small per-week figures are kept between
     weeks, so memory stays that of the largest week.  Returns the paths written, the index last.
     """
     bar = bar or Progress(enabled=False)
+    parse_all(what_if)
     if week is not None:
         week = week.strip()
         try:
@@ -155,7 +191,7 @@ def write_weekly(
         except ValueError as exc:
             raise OptionError(f"--week: {exc}") from None
     bar.set_label("finding the weeks in the store")
-    found = [w for w, _ in weeks_in(db)]
+    found = [w for w, _ in weeks_in(lib, db)]
     if not found:
         raise TracelensError(f"{_db_path(db)}: the store holds no traces")
     if week is not None and week not in found:
@@ -169,15 +205,26 @@ def write_weekly(
     prev: WeekStats | None = None
     if week is not None and found.index(week) > 0:
         earlier = found[found.index(week) - 1]
-        prev = week_stats(earlier, _analyze_week(db, earlier, False, bar))
+        prev = week_stats(earlier, _analyze_week(lib, db, earlier, False, (), None, bar, memory_mb))
     source = f"store {Path(_db_path(db)).name}"
     paths: list[Path] = []
     weeks: list[tuple[WeekStats, dict[str, Any] | None, str]] = []
     bar.total = len(targets)
     for i, w in enumerate(targets):
-        analysis = _analyze_week(db, w, findings, bar)
+        analysis = _analyze_week(
+            lib, db, w, findings, what_if, what_if_threshold_ms, bar, memory_mb
+        )
         st = week_stats(w, analysis)
-        comp = compare(prev, st, threshold=threshold, min_samples=min_samples) if prev else None
+        comp = (
+            compare(
+                prev,
+                st,
+                threshold=THRESHOLD if threshold is None else threshold,
+                min_samples=MIN_SAMPLES if min_samples is None else min_samples,
+            )
+            if prev
+            else None
+        )
         bar.set_label(f"{w}: rendering")
         has_index = week is None or (out / "index.html").exists()
         path = out / f"{w}.html"
@@ -201,12 +248,28 @@ def write_weekly(
     return paths
 
 
-def _analyze_week(db: str | None, week: str, findings: bool, bar: Progress) -> Analysis:
-    from tracelens.api import analyze
-
+def _analyze_week(
+    lib: Library,
+    db: str | None,
+    week: str,
+    findings: bool,
+    what_if: Sequence[str],
+    what_if_threshold_ms: float | None,
+    bar: Progress,
+    memory_mb: int | None,
+) -> Analysis:
     start, end = week_bounds(week)
     bar.set_label(f"{week}: reading the store")
-    return analyze(db=db, findings=findings, start_ns=start, end_ns=end, bar=bar)
+    return lib.analyze(
+        db=db,
+        findings=findings,
+        what_if=what_if,
+        what_if_threshold_ms=what_if_threshold_ms,
+        start_ns=start,
+        end_ns=end,
+        bar=bar,
+        memory_mb=memory_mb,
+    )
 
 
 def _db_path(db: str | None) -> str:

@@ -11,7 +11,6 @@ collector's memory budget.
 from __future__ import annotations
 
 import os
-import stat
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -22,19 +21,19 @@ from tracelens.progress import Progress
 from tracelens.store import default_db_path
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import pyarrow as pa
 
-    from tracelens._reports import Written, weeks_in, write_report, write_weekly
+    from tracelens._reports import Library, Written
     from tracelens.analysis import Analysis
     from tracelens.analysis.diff import Diff
-    from tracelens.analysis.whatif import WhatIf
-    from tracelens.collector import CollectorConfig
+    from tracelens.analysis.sizing import Sizing
     from tracelens.collector.service import Announce
     from tracelens.demo import DemoSummary
     from tracelens.ingest import IngestResult
     from tracelens.parquet import Exported
 
-_REPORTS = ("Written", "weeks_in", "write_report", "write_weekly")
 
 __all__ = [
     "Imported",
@@ -42,9 +41,11 @@ __all__ = [
     "analyze",
     "collect",
     "diff",
+    "export",
     "import_files",
     "load_spans",
     "run_demo",
+    "size",
     "weeks_in",
     "write_report",
     "write_weekly",
@@ -123,15 +124,6 @@ def _check_sources(
         raise OptionError("--spark-table needs --engine spark")
 
 
-def _store_source(
-    db: str | None, parquet: str | os.PathLike[str] | None, spark_table: str | None
-) -> str | None:
-    """``db``, unless a Parquet span set or a Spark table is the source: for the ``analyze`` and
-    ``report`` commands, whose ``--db`` may come from TRACELENS_DB and is then only the default
-    source.  The library calls take ``db`` as given and refuse it beside another source."""
-    return None if parquet or spark_table else db
-
-
 def analyze(
     files: Sequence[str | os.PathLike[str]] = (),
     *,
@@ -150,6 +142,7 @@ def analyze(
     master: str | None = None,
     spark_table: str | None = None,
     flamegraph_out: str | os.PathLike[str] | None = None,
+    memory_mb: int | None = None,
 ) -> Analysis:
     """Where each trace's end-to-end latency went: the library form of ``tracelens analyze``.
 
@@ -163,22 +156,47 @@ def analyze(
     ``spark_table``, with the same result.  ``flamegraph_out`` writes the critical-path CPU
     stacks (``Analysis.cpu_hotspots``) there in flamegraph.pl's folded format, for
     flamegraph.pl, speedscope or Pyroscope (``docs/analysis-json.md``, "cpu_hotspots").
+    ``memory_mb`` (default: half the machine's memory) is the embedded analysis' budget: a
+    read estimated to need more is refused with ``BudgetError`` (``tracelens.analysis.budget``),
+    a store's before it is read.
     """
-    from tracelens.analysis import ANALYSIS_COLUMNS, analyze_spans
+    import tracelens.render  # noqa: F401  (registers the result's to_text)
+    from tracelens.analysis import ANALYSIS_COLUMNS
+    from tracelens.analysis.budget import check as check_budget
+    from tracelens.analysis.budget import table_counts
+    from tracelens.analysis.whatif import parse_all
+    from tracelens.engines import ParquetSpans, Source, SpanTable, SparkTable, get_engine
 
     bar = bar or Progress(enabled=False)
     _check_sources(files, parquet, engine, spark_table)
-    whats = _what_ifs(what_if)
-    if engine != "embedded":
-        from tracelens.engines import get_engine
-        from tracelens.engines.spark import SparkTable
+    whats = parse_all(what_if)
+    if engine != "embedded" and (db or start_ns is not None or end_ns is not None):
+        raise OptionError(f"engine {engine!r} reads a Parquet span set or a Spark table only")
+    if parquet is not None and db:
+        raise OptionError("read spans from files, a store or a Parquet span set, not several")
+    runner = get_engine(engine, master=master)
+    source: Source
+    notes: list[str] = []
+    errors: list[InputError] = []
+    if spark_table:
+        source = SparkTable(spark_table)
+    elif parquet is not None:
+        if engine == "embedded":
+            from tracelens.parquet import count_parquet
 
-        if db or start_ns is not None or end_ns is not None:
-            raise OptionError(f"engine {engine!r} reads a Parquet span set or a Spark table only")
-        bar.set_label(f"analysing on {engine}")
-        source = SparkTable(spark_table) if spark_table else parquet
-        result = get_engine(engine, master=master).analyze(source, top=top, findings=findings)
+            rows = count_parquet(parquet)
+            if rows is not None:
+                check_budget((rows, 0), memory_mb, *_budget_source(files, db, parquet))
+        source = ParquetSpans.at(parquet)
+        bar.set_label(f"reading {source.path}")
     else:
+        named, narrow = _budget_source(files, db, parquet)
+        if not files:
+            from tracelens.collector.reader import count_store
+
+            counted = count_store(db, start_ns=start_ns, end_ns=end_ns)
+            if counted is not None:
+                check_budget(counted, memory_mb, named, narrow)
         loaded = load_spans(
             files,
             db=db,
@@ -188,38 +206,43 @@ def analyze(
             start_ns=start_ns,
             end_ns=end_ns,
             bar=bar,
-            parquet=parquet,
         )
-        bar.set_label(f"analysing {loaded.spans.num_rows:,} spans")
+        check_budget(table_counts(loaded.spans), memory_mb, named, narrow)
+        source = SpanTable(loaded.spans)
         notes = [*loaded.warnings, *(f"skipped {e}" for e in loaded.errors)]
-        result = analyze_spans(loaded.spans, top=top, findings=findings, warnings=notes)
-        result.errors = list(loaded.errors)
-    if whats:
-        from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS, answers
-
-        threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
-        found, said = answers(result.traces, whats, threshold_ms=threshold, fits=result.models)
-        result.findings.extend(found)
-        result.what_ifs = said
+        errors = list(loaded.errors)
+        bar.set_label(f"analysing {loaded.spans.num_rows:,} spans")
+    if engine != "embedded":
+        bar.set_label(f"analysing on {engine}")
+    result = runner.analyze(
+        source,
+        top=top,
+        findings=findings,
+        warnings=notes,
+        what_ifs=whats,
+        what_if_threshold_ms=what_if_threshold_ms,
+    )
+    result.errors = list(errors)
     return _flamegraph(result, flamegraph_out)
 
 
-def _what_ifs(what_if: Sequence[str]) -> list[WhatIf]:
-    """The ``--what-if`` values, parsed before any span is read (on either engine)."""
-    if not what_if:
-        return []
-    from tracelens.analysis.whatif import WhatIf
-
-    try:
-        return [WhatIf.parse(w) for w in what_if]
-    except ValueError as exc:
-        raise OptionError(f"--what-if: {exc}") from None
+def _budget_source(
+    files: Sequence[str | os.PathLike[str]],
+    db: str | None,
+    parquet: str | os.PathLike[str] | None,
+) -> tuple[str, str]:
+    """What a memory-budget refusal names: the source, and how to read less of it."""
+    if parquet is not None:
+        return os.fspath(parquet), "a smaller span set"
+    if files:
+        return f"{len(files)} file(s)", "fewer files at a time"
+    return f"the store {db or default_db_path()}", "a time window: start_ns/end_ns in the library"
 
 
 def _flamegraph(result: Analysis, path: str | os.PathLike[str] | None) -> Analysis:
     """Writes the folded critical-path CPU stacks to ``path`` (when given)."""
     if path is not None:
-        from tracelens.analysis.hotspots import write_folded
+        from tracelens.render.folded import write_folded
 
         try:
             write_folded(result.cpu_hotspots, os.fspath(path))
@@ -232,13 +255,11 @@ def export(db: str | None = None, *, parquet: str | os.PathLike[str]) -> Exporte
     """The store as a Parquet span set (layout: ``docs/design.md``, "Parquet span sets"): the
     library form of ``tracelens export``."""
     from tracelens.parquet import write_parquet
+    from tracelens.store import file_mode
 
     spans = load_spans(db=db).spans
-    try:  # the export is as private as the store (a collector's is 0600)
-        mode: int | None = stat.S_IMODE(os.stat(db or default_db_path()).st_mode) & 0o666
-    except OSError:
-        mode = None
-    return write_parquet(spans, parquet, mode=mode)
+    # The export is as private as the store (a collector's is 0600).
+    return write_parquet(spans, parquet, mode=file_mode(db or default_db_path()))
 
 
 @dataclass
@@ -339,6 +360,7 @@ def diff(
     """
     import time
 
+    import tracelens.render  # noqa: F401  (registers the result's to_text)
     from tracelens.analysis.diff import compare, parse_rules, profile
 
     rules = parse_rules(fail_on)
@@ -401,14 +423,10 @@ def _diff_sides(
     now_ns: int,
 ) -> tuple[Side, Side]:
     """(files, store, window) for each side; ``OptionError`` for what cannot be compared."""
-    bw = (
-        _instant("--base-since", base_window[0], now_ns),
-        _instant("--base-until", base_window[1], now_ns),
-    )
-    nw = (_instant("--since", new_window[0], now_ns), _instant("--until", new_window[1], now_ns))
-    for name, (lo, hi) in (("--base-since/--base-until", bw), ("--since/--until", nw)):
-        if lo is not None and hi is not None and lo >= hi:
-            raise OptionError(f"{name}: the window ends before it starts")
+    from tracelens.analysis.diff.window import parse_window
+
+    bw = parse_window(("--base-since", "--base-until"), base_window, now_ns)
+    nw = parse_window(("--since", "--until"), new_window, now_ns)
     if base is None and new is None:
         if bw == (None, None) and nw == (None, None):
             raise OptionError(
@@ -431,6 +449,8 @@ def _side(
 ) -> Side:
     from pathlib import Path
 
+    from tracelens.store import is_store
+
     paths: list[PathArg] = [arg] if isinstance(arg, (str, os.PathLike)) else list(arg)
     if not paths:
         raise OptionError(f"{what}: no files")
@@ -443,7 +463,7 @@ def _side(
             )
             if not paths:
                 raise OptionError(f"{what}: {path} holds no files")
-        elif _is_store(path):
+        elif is_store(path):
             return [], str(path), window
         elif not path.exists():
             raise OptionError(f"{what}: {path} does not exist")
@@ -452,51 +472,12 @@ def _side(
     return [os.fspath(p) for p in paths], None, (None, None)
 
 
-def _is_store(path: os.PathLike[str]) -> bool:
-    """A DuckDB database file: its header holds the magic bytes ``DUCK`` at offset 8."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(12)[8:12] == b"DUCK"
-    except OSError:
-        return False
-
-
-def _instant(option: str, text: str | None, now_ns: int) -> int | None:
-    """``text`` as ns since the epoch: an ISO 8601 instant (UTC unless it gives an offset), or a
-    duration before ``now_ns`` (``90s``, ``30m``, ``24h``, ``7d``, ``2w``)."""
-    import re
-    from datetime import datetime, timezone
-
-    if text is None:
-        return None
-    s = text.strip()
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([smhdw])", s)
-    if m:
-        unit = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}[m[2]]
-        return now_ns - int(float(m[1]) * unit * 10**9)
-    try:
-        when = datetime.fromisoformat(s[:-1] + "+00:00" if s.endswith(("Z", "z")) else s)
-    except ValueError:
-        raise OptionError(
-            f"{option}: {text!r} is neither an ISO 8601 instant (2026-03-01T12:00Z) nor a "
-            "duration ago (30m, 24h, 7d)"
-        ) from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=timezone.utc)
-    return int(when.timestamp()) * 10**9 + when.microsecond * 1000
-
-
 def _side_label(files: list[str], store: str | None, window: tuple[int | None, int | None]) -> str:
-    from datetime import datetime, timezone
-
-    def at(ns: int | None) -> str:
-        if ns is None:
-            return "…"
-        return datetime.fromtimestamp(ns / 1e9, tz=timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    from tracelens.analysis.diff.window import describe_window
 
     if store is not None or not files:
         where = f"store {store or default_db_path()}"
-        return where if window == (None, None) else f"{where} [{at(window[0])}, {at(window[1])})"
+        return where if window == (None, None) else f"{where} {describe_window(window)}"
     if len(files) == 1:
         return files[0]
     return f"{len(files)} files ({files[0]}, …)"
@@ -504,46 +485,6 @@ def _side_label(files: list[str], store: str | None, window: tuple[int | None, i
 
 def _announce(line: str) -> None:
     print(f"tracelens collect: {line}", file=sys.stderr, flush=True)
-
-
-def _collector_config(
-    db: str | None,
-    http: str,
-    grpc: str,
-    token: str | None,
-    token_file: str | None,
-    memory_mb: int,
-    max_body_mb: int | None,
-    grpc_max_mb: float | None,
-    queue_mb: float | None,
-    announce: Announce,
-    metrics_quiet_s: float = 0.0,
-    metrics_max_operations: int = 200,
-) -> CollectorConfig:
-    """The collector's configuration from ``collect``'s parameters; ``OptionError`` names the
-    one that cannot work."""
-    from tracelens.collector import CollectorConfig
-    from tracelens.collector.config import MiB
-
-    if token_file is not None:
-        if token:
-            raise OptionError("give the token one way: --token-file, or --token / TRACELENS_TOKEN")
-        token = _read_token_file(token_file, announce)
-    try:
-        return CollectorConfig.from_budget(
-            db or default_db_path(),
-            memory_mb,
-            max_body_bytes=None if max_body_mb is None else max_body_mb * MiB,
-            max_grpc_message_bytes=None if grpc_max_mb is None else int(grpc_max_mb * MiB),
-            max_queue_bytes=None if queue_mb is None else int(queue_mb * MiB),
-            http=http,
-            grpc=None if grpc.strip().lower() in ("", "off", "none") else grpc,
-            token=token or None,
-            metrics_quiet_s=metrics_quiet_s,
-            metrics_max_operations=metrics_max_operations,
-        )
-    except ValueError as exc:
-        raise OptionError(str(exc)) from None
 
 
 def collect(
@@ -557,55 +498,47 @@ def collect(
     max_body_mb: int | None = None,
     grpc_max_mb: float | None = None,
     queue_mb: float | None = None,
-    metrics_quiet_s: float = 0.0,
+    span_metrics: bool = True,
+    metrics_quiet_s: float = 10.0,
     metrics_max_operations: int = 200,
+    metrics_max_open_traces: int = 100_000,
     announce: Announce = _announce,
 ) -> None:
     """Receive OTLP spans (HTTP and gRPC) into the store until SIGINT or SIGTERM: the library
     form of ``tracelens collect``.  ``grpc="off"`` serves HTTP only; ``announce`` gets the
-    listening addresses and warnings, one line each.  ``GET /metrics`` counts a trace
-    ``metrics_quiet_s`` after its last span (0: ingest metrics only), with at most
-    ``metrics_max_operations`` operation label pairs.
+    listening addresses and warnings, one line each.  ``GET /metrics`` carries span metrics
+    unless ``span_metrics=False``: a trace is counted ``metrics_quiet_s`` after its last span
+    (its root in), or at once when more than ``metrics_max_open_traces`` traces are open, with
+    at most ``metrics_max_operations`` operation label pairs.
 
     ``OptionError`` for parameters that cannot work, ``StoreError`` when the store cannot be
     opened, ``OSError`` when an address cannot be bound.
     """
+    if "polars" not in sys.modules:
+        # The span metrics' analysis runs on one Polars thread: on the collector's cores a
+        # pool only competes with decoding and costs more CPU per span (README, Metrics: Cost).
+        # Only where Polars is not loaded yet (``tracelens collect``), never changed under it.
+        os.environ.setdefault("POLARS_MAX_THREADS", "1")
     from tracelens.collector import run_collector
+    from tracelens.collector.options import config_from_options
 
-    config = _collector_config(
-        db,
-        http,
-        grpc,
-        token,
-        token_file,
-        memory_mb,
-        max_body_mb,
-        grpc_max_mb,
-        queue_mb,
-        announce,
-        metrics_quiet_s,
-        metrics_max_operations,
+    config = config_from_options(
+        db or default_db_path(),
+        http=http,
+        grpc=grpc,
+        token=token,
+        token_file=token_file,
+        memory_mb=memory_mb,
+        max_body_mb=max_body_mb,
+        grpc_max_mb=grpc_max_mb,
+        queue_mb=queue_mb,
+        metrics_quiet_s=metrics_quiet_s,
+        metrics_max_operations=metrics_max_operations,
+        announce=announce,
+        span_metrics=span_metrics,
+        metrics_max_open_traces=metrics_max_open_traces,
     )
     run_collector(config, announce)
-
-
-def _read_token_file(path: str, announce: Announce = _announce) -> str:
-    """The first line of ``path``, stripped; ``OptionError`` when it is missing or empty, and a
-    warning through ``announce`` when other users may read it."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            token = f.readline(4096).strip()
-            mode = os.fstat(f.fileno()).st_mode
-    except (OSError, UnicodeDecodeError) as exc:
-        raise OptionError(f"cannot read --token-file {path}: {exc}") from None
-    if not token:
-        raise OptionError(f"--token-file {path} is empty")
-    if mode & 0o077:
-        announce(
-            f"warning: --token-file {path} is readable by other users "
-            f"(mode {mode & 0o777:o}; chmod 600 it)"
-        )
-    return token
 
 
 def run_demo(
@@ -627,13 +560,14 @@ def run_demo(
     uses the simulated model even if vLLM is there.  ``TracelensError`` when nothing listens at
     ``endpoint`` (before any request runs); ``echo`` gets the demo's progress lines.
     """
+    from tracelens.collector.probe import check_reachable
     from tracelens.demo import DEFAULT_ENDPOINT, DemoOptions
     from tracelens.demo import run_demo as run
 
     if endpoint is None and file is None:
         endpoint = DEFAULT_ENDPOINT
     if endpoint is not None:
-        _check_reachable(endpoint)
+        check_reachable(endpoint)
     options = DemoOptions(
         requests=requests,
         concurrency=concurrency,
@@ -647,25 +581,6 @@ def run_demo(
     return run(options, echo=echo)
 
 
-def _check_reachable(endpoint: str) -> None:
-    """Fails at once, naming the endpoint, when nothing listens there (instead of exporting
-    into the void and retrying for half a minute at exit)."""
-    import socket
-    from urllib.parse import urlsplit
-
-    split = urlsplit(endpoint if "://" in endpoint else f"http://{endpoint}")
-    if split.scheme not in ("http", "https") or not split.hostname:
-        raise OptionError(f"--endpoint: not an OTLP/HTTP URL: {endpoint!r}")
-    port = split.port or (443 if split.scheme == "https" else 80)
-    try:
-        socket.create_connection((split.hostname, port), timeout=5).close()
-    except OSError as exc:
-        raise TracelensError(
-            f"no collector at {endpoint} ({exc}); start one with "
-            f"`tracelens collect --http {split.hostname}:{port}` or pass --file PATH"
-        ) from None
-
-
 def size(
     files: Sequence[str | os.PathLike[str]] = (),
     *,
@@ -677,11 +592,12 @@ def size(
     model_slots: int | None = None,
     start_ns: int | None = None,
     end_ns: int | None = None,
-) -> Any:
+) -> Sizing:
     """Cores and model-server capacity for ``concurrency`` requests at ``latency_target_ms``,
     from measured per-request demand: the library form of ``tracelens size``."""
-    from tracelens.analysis.core import ANALYSIS_COLUMNS, analyze_traces
+    from tracelens.analysis.core import ANALYSIS_COLUMNS
     from tracelens.analysis.sizing import size_traces
+    from tracelens.engines import SpanTable, get_engine
 
     loaded = load_spans(
         files,
@@ -692,7 +608,7 @@ def size(
         end_ns=end_ns,
     )
     return size_traces(
-        analyze_traces(loaded.spans),
+        get_engine("embedded").traces(SpanTable(loaded.spans)),
         concurrency=concurrency,
         latency_target_ms=latency_target_ms,
         cores=cores,
@@ -700,9 +616,117 @@ def size(
     )
 
 
-def __getattr__(name: str) -> Any:
-    if name in _REPORTS:  # loaded on first use: they bring Polars and Jinja
-        from tracelens import _reports
+def write_report(
+    files: Sequence[str | os.PathLike[str]] = (),
+    *,
+    db: str | None = None,
+    input_format: str | None = None,
+    out: str | os.PathLike[str] | None = None,
+    weekly: bool = False,
+    week: str | None = None,
+    out_dir: str | os.PathLike[str] = "reports",
+    title: str | None = None,
+    keep_going: bool = False,
+    findings: bool = True,
+    what_if: Sequence[str] = (),
+    what_if_threshold_ms: float | None = None,
+    bar: Progress | None = None,
+    parquet: str | os.PathLike[str] | None = None,
+    engine: str = "embedded",
+    master: str | None = None,
+    spark_table: str | None = None,
+    memory_mb: int | None = None,
+) -> Written:
+    """A self-contained HTML report of ``files`` (or the store ``db``, or the Parquet span set
+    ``parquet``, or with ``engine="spark"`` the Spark table ``spark_table``: as for
+    ``analyze``) written to ``out``; with ``weekly`` (implied by ``week``), one page per ISO
+    week of the store plus an index in ``out_dir`` (see ``write_weekly``).  ``what_if`` and
+    ``what_if_threshold_ms`` add the what-if findings, as for ``analyze``, to the report (and
+    to every week's).  ``bar`` shows the phases when given.  ``memory_mb``: the analysis' memory
+    budget, as for ``analyze`` (each week's, with ``weekly``).
 
-        return getattr(_reports, name)
+    ``OptionError`` for a combination that cannot work, ``InputError`` for a bad file (unless
+    ``keep_going``: the file is skipped and listed in ``errors``).  The work is
+    ``tracelens._reports.write_report``'s (loaded on first use: it brings Polars and Jinja).
+    """
+    from tracelens import _reports
+
+    return _reports.write_report(
+        _library(),
+        files,
+        db=db,
+        input_format=input_format,
+        out=out,
+        weekly=weekly,
+        week=week,
+        out_dir=out_dir,
+        title=title,
+        keep_going=keep_going,
+        findings=findings,
+        what_if=what_if,
+        what_if_threshold_ms=what_if_threshold_ms,
+        bar=bar,
+        parquet=parquet,
+        engine=engine,
+        master=master,
+        spark_table=spark_table,
+        memory_mb=memory_mb,
+    )
+
+
+def write_weekly(
+    db: str | None = None,
+    out_dir: str | os.PathLike[str] = "reports",
+    week: str | None = None,
+    *,
+    findings: bool = True,
+    what_if: Sequence[str] = (),
+    what_if_threshold_ms: float | None = None,
+    title: str | None = None,
+    threshold: float | None = None,
+    min_samples: int | None = None,
+    bar: Progress | None = None,
+    memory_mb: int | None = None,
+) -> list[Path]:
+    """One report per ISO week with traces in the store, plus ``index.html``; or, with ``week``,
+    that week's report only (compared with the latest earlier week that has traces).
+    ``threshold`` and ``min_samples`` (None: ``report.weekly.THRESHOLD``, ``MIN_SAMPLES``) say
+    which week-over-week changes are flagged; ``memory_mb`` is each week's analysis' memory
+    budget, as for ``analyze``.  Returns the paths written, the index last."""
+    from tracelens import _reports
+
+    return _reports.write_weekly(
+        _library(),
+        db,
+        out_dir,
+        week,
+        findings=findings,
+        what_if=what_if,
+        what_if_threshold_ms=what_if_threshold_ms,
+        title=title,
+        threshold=threshold,
+        min_samples=min_samples,
+        bar=bar,
+        memory_mb=memory_mb,
+    )
+
+
+def weeks_in(db: str | None = None) -> list[tuple[str, int]]:
+    """(ISO week, traces) for every week with a trace in the store, oldest first."""
+    from tracelens import _reports
+
+    return _reports.weeks_in(_library(), db)
+
+
+def _library() -> Library:
+    from tracelens._reports import Library
+
+    return Library(analyze=analyze, load_spans=load_spans)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "Written":  # loaded on first use: it brings Polars and Jinja
+        from tracelens._reports import Written
+
+        return Written
     raise AttributeError(f"module 'tracelens.api' has no attribute {name!r}")

@@ -29,6 +29,11 @@ class StoreError(TracelensError):
     """The store cannot be opened or written (newer schema, locked, corrupt)."""
 
 
+class BudgetError(TracelensError):
+    """The work would need more memory than its budget (``tracelens.analysis.budget``): the
+    message names the budget, the estimate and the option that raises it."""
+
+
 class OptionError(TracelensError, ValueError):
     """A parameter (the CLI option of the same name) or a combination of them that cannot work;
     the command line shows it as a usage error."""

@@ -193,6 +193,15 @@ def order_indices(table: pa.Table, keys: list[str]) -> pa.Array:
     return pc.sort_indices(helper, sort_keys=[(k, "ascending") for k in helper.column_names])
 
 
+def count_parquet(parquet: str | os.PathLike[str]) -> int | None:
+    """The rows of a Parquet span set or file from its metadata (nothing is read), or None when
+    it cannot be opened (``read_parquet`` then says why)."""
+    try:
+        return int(ds.dataset(Path(parquet), format="parquet", partitioning="hive").count_rows())
+    except (pa.ArrowInvalid, OSError, ValueError):
+        return None
+
+
 def read_parquet(parquet: str | os.PathLike[str], columns: Sequence[str] | None = None) -> pa.Table:
     """The span table of a span set (in its ``seq`` order) or of any Parquet directory or file
     with the span columns (in ``CANONICAL_ORDER``)."""

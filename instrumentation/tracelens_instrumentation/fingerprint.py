@@ -737,12 +737,16 @@ def arg_value_ref(value: Any) -> tuple[bytes, list[tuple[int, bytes]]]:
 
 
 MAX_NESTED: Final = 64  # values of a container argument looked at for forms
+MAX_NESTED_CHARS: Final = 512  # nested strings longer than this (or of more than
+MAX_NESTED_WORDS: Final = 4  # this many words: prose, a prompt) keep their whole value only
 
 
 def nested_arg_forms(value: Any) -> list[str]:
     """``arg_forms`` of the structured strings inside a container argument (a header's
     ``Basic <base64>`` in ``headers={...}``, a URL in a request dict), visited breadth-first
-    and iteratively, at most ``MAX_NESTED`` values and ``MAX_FORMS`` forms."""
+    and iteratively, at most ``MAX_NESTED`` values and ``MAX_FORMS`` forms.  Prose (a chat
+    message) is left whole: its words are no ids, and splitting it would cost more than the
+    call's whole fingerprint."""
     out: list[str] = []
     todo: list[Any] = [value]
     seen = 0
@@ -754,7 +758,12 @@ def nested_arg_forms(value: Any) -> list[str]:
             todo.extend(item.values())
         elif typ is list or typ is tuple:
             todo.extend(item)
-        elif typ is str and has_forms(item):
+        elif (
+            typ is str
+            and len(item) <= MAX_NESTED_CHARS
+            and item.count(" ") < MAX_NESTED_WORDS
+            and has_forms(item)
+        ):
             out.extend(f for f in arg_forms(item) if f not in out)
     return out[:MAX_FORMS]
 

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from tracelens.analysis import Analysis, analyze_spans
 from tracelens.api import analyze
+from tracelens.render import text as _text  # noqa: F401  (registers to_text)
 
 ROOT = Path(__file__).resolve().parents[2]
 GOLDEN = Path(__file__).resolve().parent / "outputs.json.gz"

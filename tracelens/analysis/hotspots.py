@@ -15,8 +15,8 @@ Three views per side: *entry points* (the call by which the traced code handed t
 other code: ``json:dumps`` 70 %, ``logging:Logger.info`` 20 %; what a reader acts on),
 *functions* (self and inclusive time, as a profiler's top table), *modules* (self time by
 top-level package).  Pure: a ``TraceAnalysis`` in, a ``CpuHotspots`` out; ``to_dict`` is the
-JSON ``cpu_hotspots``, ``render_text`` the terminal table, ``folded`` the flamegraph.pl /
-speedscope input.
+JSON ``cpu_hotspots``; its terminal table is ``tracelens.render.text.hotspots_text``, its
+flamegraph.pl / speedscope input ``tracelens.render.folded``.
 """
 
 from __future__ import annotations
@@ -151,32 +151,6 @@ class CpuHotspots:
             "off_path": self.off_path.to_dict(top),
             "warnings": list(self.warnings),
         }
-
-    def folded(self, off_path: bool = False) -> str:
-        """flamegraph.pl's collapsed format, one ``frame;frame;frame COUNT`` line per stack,
-        COUNT in microseconds (integers, as the format wants); critical path by default."""
-        side = self.off_path if off_path else self.critical_path
-        return folded_text(side.stacks)
-
-
-_LINE_BREAKS: Final = str.maketrans({"\n": "_", "\r": "_", "\x0b": "_", "\x0c": "_"})
-
-
-def folded_text(stacks: tuple[tuple[Stack, float], ...]) -> str:
-    """flamegraph.pl's collapsed format: ``frame;frame;frame COUNT`` lines, sorted, COUNT a
-    positive integer (microseconds); a line break inside a frame becomes ``_``."""
-    merged: dict[str, int] = defaultdict(int)
-    for stack, ms in stacks:
-        merged[";".join(stack).translate(_LINE_BREAKS)] += round(ms * 1000)
-    return "".join(f"{k} {us}\n" for k, us in sorted(merged.items()) if us > 0)
-
-
-def write_folded(hotspots: CpuHotspots, path: str, off_path: bool = False) -> int:
-    """Writes ``hotspots.folded()`` to ``path`` (UTF-8); returns the number of stacks."""
-    text = hotspots.folded(off_path)
-    with open(path, "w", encoding="utf-8", newline="\n") as out:
-        out.write(text)
-    return text.count("\n")
 
 
 _COUNT: Final = re.compile(r"[0-9]{1,18}").fullmatch
@@ -353,46 +327,3 @@ def _quantiles(per_trace: dict[int, float], n_traces: int) -> Quantiles:
         return at(lo) + (at(hi) - at(lo)) * (pos - lo)
 
     return Quantiles(q(0.50), q(0.95))
-
-
-def render_text(hotspots: CpuHotspots, top: int = 10) -> str:
-    """The terminal table: critical-path CPU by entry point, function and module, then the
-    same off the path."""
-    if hotspots.spans == 0:
-        return "CPU hotspots: no span carries tracelens.cpu_stacks (configure(profile=True))\n"
-    lines = [f"CPU hotspots ({hotspots.spans:,} profiled spans in {hotspots.traces:,} traces)"]
-    for title, side in (
-        ("on the critical path (latency)", hotspots.critical_path),
-        ("off the critical path (capacity, not latency)", hotspots.off_path),
-    ):
-        lines.append(f"  {title}: {side.total_ms:,.1f} ms CPU")
-        if side.total_ms <= 0:
-            continue
-        entries = side.entry_points[:top]
-        width = min(60, max([len(e.function) for e in entries] + [24]))
-        lines.append(f"    {'calls out of the traced code':<{width}}  {'ms':>10} {'share':>6}"
-                     f"  {'p50/p95 per trace':>22}")  # fmt: skip
-        for e in entries:
-            pt = e.per_trace_ms
-            lines.append(
-                f"    {_cut(e.function, width):<{width}}  {e.ms:>10,.1f} {e.share:>6.1%}  "
-                f"{f'{pt.p50:,.1f} / {pt.p95:,.1f} ms':>22}"
-            )
-        functions = side.functions[:top]
-        width = min(60, max([len(f.function) for f in functions] + [24]))
-        lines.append(f"    {'function (by self time)':<{width}}  {'self ms':>10} {'self':>6}  "
-                     f"{'incl ms':>10} {'incl':>6}")  # fmt: skip
-        for f in functions:
-            lines.append(
-                f"    {_cut(f.function, width):<{width}}  {f.self_ms:>10,.1f} {f.self_share:>6.1%}"
-                f"  {f.inclusive_ms:>10,.1f} {f.inclusive_share:>6.1%}"
-            )
-        mods = ", ".join(f"{m.module} {m.share:.0%}" for m in side.modules[:top])
-        lines.append(f"    by module (self time): {mods}")
-    for w in hotspots.warnings:
-        lines.append(f"  warning: {w}")
-    return "\n".join(lines) + "\n"
-
-
-def _cut(name: str, width: int) -> str:
-    return name if len(name) <= width else "…" + name[-(width - 1) :]

@@ -10,6 +10,7 @@ on-CPU time (``tracelens.cpu_ns``) or vLLM's queue/model timings are known.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
 import numpy as np
 import polars as pl
@@ -46,6 +47,9 @@ _READ = (
     A.GPU_WAIT_NS,
 )
 _TMP = "_attr:"
+# Every attribute key ``resolve_kinds`` (so ``analyze_traces``) reads: a reader that needs only
+# the analysis can leave the rest of the map in the store (the collector's /metrics loop).
+ANALYSIS_ATTRIBUTES: Final = _READ
 
 
 def _attr(key: str) -> pl.Expr:

@@ -1,14 +1,17 @@
-"""The analysis result: one object that renders as the JSON contract or as terminal tables.
+"""The analysis result: typed data, and the JSON contract it is written as.
 
 :class:`Analysis` holds typed results (the per-trace tables and tree, the findings) and computes
 the summary and the operations table once, on first use.  ``Analysis.to_dict`` is the one place
 the ``tracelens.analysis/1`` document (``docs/analysis-json.md``) is produced; the helpers
-below it write each typed object in the document's field order.
+below it write each typed object in the document's field order, and ``to_json`` its text (the
+JSON is the result's contract, written here once).  It imports no renderer: the terminal tables
+are ``tracelens.render.text``'s, found through ``analysis.outputs``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import cached_property
 from typing import TYPE_CHECKING, Any
@@ -19,6 +22,7 @@ import pyarrow as pa
 from tracelens.analysis import summary as s
 from tracelens.analysis.core import TraceAnalysis, analyze_traces
 from tracelens.analysis.fields import fields_dict
+from tracelens.analysis.outputs import render
 
 if TYPE_CHECKING:  # the finder is imported when it runs: --no-findings does not pay for it
     from tracelens.analysis.coldstart import Headline
@@ -27,7 +31,7 @@ if TYPE_CHECKING:  # the finder is imported when it runs: --no-findings does not
     from tracelens.analysis.hotspots import CpuHotspots
     from tracelens.analysis.stages import Stages
     from tracelens.analysis.tokens import ModelFit
-    from tracelens.analysis.whatif import Answer
+    from tracelens.analysis.whatif import Answer, WhatIf
 
 
 @dataclass
@@ -93,6 +97,9 @@ class Analysis:
 
     def to_dict(self) -> dict[str, Any]:
         """The ``tracelens.analysis/1`` document (docs/analysis-json.md)."""
+        return self._document([_trace_json(t) for t in self.slowest(self.top)])
+
+    def _document(self, traces: list[Any]) -> dict[str, Any]:
         from tracelens.analysis.gpu import MAX_MODEL_CALLS
 
         return {
@@ -105,7 +112,7 @@ class Analysis:
                 **self.request_latency.to_dict(),
             },
             "operations": [_operation_json(o) for o in self.operations],
-            "traces": [_trace_json(t) for t in self.slowest(self.top)],
+            "traces": traces,
             "findings": [finding_json(f) for f in self.findings],
             "what_ifs": [a.to_dict() for a in self.what_ifs],
             "warnings": self.warnings,
@@ -113,12 +120,34 @@ class Analysis:
         }
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        """``to_dict`` as JSON text.  Indented, the traces (every trace without ``top``: about
+        100 critical-path rows each) are encoded one at a time into the text, never held all as
+        dicts at once: that held 1.1 GB for 1M spans, and the encoder's pieces 1.9 GB more."""
+        slowest = self.slowest(self.top)
+        if indent is None or not slowest:
+            return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        text = json.dumps(self._document([_MARK]), indent=indent, ensure_ascii=False)
+        pad = "\n" + " " * (2 * indent)  # a trace is at depth 2: document, "traces" list
+        # Real newlines only come from the layout (strings escape theirs): this is the one place.
+        mark = f'"traces": [{pad}{json.dumps(_MARK)}'
+        head, tail = text.split(mark)
+        parts = [head, '"traces": [', pad]
+        for i, t in enumerate(slowest):
+            if i:
+                parts.append("," + pad)
+            parts.append(
+                json.dumps(_trace_json(t), indent=indent, ensure_ascii=False).replace("\n", pad)
+            )
+        parts.append(tail)
+        return "".join(parts)
 
     def to_text(self, top: int | None = None) -> str:
-        from tracelens.analysis.text import render_text
+        """The terminal tables (``tracelens.render.text``, once ``tracelens.render`` is
+        imported)."""
+        return render(self, "text", top=top or self.top or 10)
 
-        return render_text(self, top=top or self.top or 10)
+
+_MARK = "\x00traces\x00"  # where ``to_json`` writes the traces (a control character: escaped)
 
 
 def _summary_json(summ: s.Summary) -> dict[str, Any]:
@@ -183,9 +212,18 @@ def analyze_spans(
     top: int | None = None,
     findings: bool = True,
     warnings: list[str] | None = None,
+    what_ifs: Sequence[WhatIf] = (),
+    what_if_threshold_ms: float | None = None,
 ) -> Analysis:
     """Analyse a table of complete traces; ``warnings`` from loading are carried along."""
-    return complete(analyze_traces(spans), top=top, findings=findings, warnings=warnings)
+    return complete(
+        analyze_traces(spans),
+        top=top,
+        findings=findings,
+        warnings=warnings,
+        what_ifs=what_ifs,
+        what_if_threshold_ms=what_if_threshold_ms,
+    )
 
 
 def complete(
@@ -194,13 +232,33 @@ def complete(
     top: int | None = None,
     findings: bool = True,
     warnings: list[str] | None = None,
+    what_ifs: Sequence[WhatIf] = (),
+    what_if_threshold_ms: float | None = None,
 ) -> Analysis:
     """The cross-trace part on a whole ``TraceAnalysis`` (per-trace results of every trace,
     however they were computed: here, or per partition on a distributed engine): the findings
-    (evidence over all traces, replay); the summary and operations are computed when read."""
-    found: list[Finding] = []
-    if findings:
-        from tracelens.analysis.findings import find_all
+    (evidence over all traces, replay); the summary and operations are computed when read.
 
-        found = find_all(ta)
-    return Analysis(traces=ta, findings=found, warnings=[*(warnings or []), *ta.warnings], top=top)
+    ``what_ifs`` (parsed ``--what-if`` values) are findings like the detectors': built on the
+    same replay timeline, ordered with them by total saving and put through the same rules
+    (alternatives, top change); those saving at least ``what_if_threshold_ms`` at p50
+    (``whatif.DEFAULT_THRESHOLD_MS`` when None) are reported, and every one asked for gets an
+    answer in ``Analysis.what_ifs``.  ``findings=False`` leaves the detectors out, not them."""
+    result = Analysis(traces=ta, warnings=[*(warnings or []), *ta.warnings], top=top)
+    if not findings and not what_ifs:
+        return result
+    from tracelens.analysis.findings import Scored, build_timeline, find_all, rank
+
+    timeline = None
+    extra: list[Scored] = []
+    if what_ifs:
+        from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS, assessed
+
+        if ta.spans.height:
+            timeline = build_timeline(ta.tree)
+        threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
+        extra, result.what_ifs = assessed(
+            ta, what_ifs, threshold_ms=threshold, fits=result.models, timeline=timeline
+        )
+    result.findings = find_all(ta, timeline=timeline, extra=extra) if findings else rank(extra)
+    return result

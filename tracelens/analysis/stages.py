@@ -232,30 +232,6 @@ def stages(ta: TraceAnalysis, table: pl.DataFrame | None = None) -> Stages:
     return Stages(operations=ops, cold_start_traces=int(cold.sum()))
 
 
-def render_text(st: Stages, top: int = 5) -> str:
-    """The stage table for the terminal (``analyze`` text output, ``make demo``)."""
-    lines = ["Stages (critical-path ms per trace; share of the p99 traces)"]
-    if not st.operations:
-        lines.append("  (no request traces)")
-    for op in st.operations[:top]:
-        lat = op.latency_ms
-        lines.append(
-            f"  {op.service} / {op.name}: {op.traces:,} trace{'' if op.traces == 1 else 's'}, "
-            f"p50 {lat['p50']:,.1f} ms, "
-            f"p99 {lat['p99']:,.1f} ms"
-        )
-        lines.append(f"    {'stage':<10}{'p50':>10}{'p95':>10}{'p99':>10}{'p99 share':>11}")
-        for s in op.stages:
-            lines.append(
-                f"    {s.stage.value:<10}{s.p50_ms:>10,.1f}{s.p95_ms:>10,.1f}"
-                f"{s.p99_ms:>10,.1f}{s.p99_share:>11.0%}"
-            )
-    if st.cold_start_traces:
-        n = st.cold_start_traces
-        lines.append(f"  ({n:,} cold-start trace{'' if n == 1 else 's'} reported apart)")
-    return "\n".join(lines)
-
-
 __all__ = [
     "RULES",
     "STAGES",
@@ -264,7 +240,6 @@ __all__ = [
     "Stage",
     "StageStats",
     "Stages",
-    "render_text",
     "stage_table",
     "stages",
 ]

@@ -374,36 +374,6 @@ def token_fits(ta: TraceAnalysis, table: pl.DataFrame | None = None) -> list[Mod
     return out
 
 
-def render_text(fits: list[ModelFit], top: int = 5) -> str:
-    lines = ["Model calls per token (T = a + L_in*prefill + L_out*decode)"]
-    if not fits:
-        lines.append("  (no model calls with token counts)")
-    for f in fits[:top]:
-        d = f.to_dict()
-        aside = (
-            f", {f.warmup_calls} warm-up call{'' if f.warmup_calls == 1 else 's'} set aside "
-            "(first at a shape)"
-            if f.warmup_calls
-            else ""
-        )
-        if not f.reliable:
-            scores = "" if f.status == "too_few_calls" else f" (R2 {f.r2:.2f}, MdAPE {f.mdape:.0%})"
-            lines.append(
-                f"  {f.model} @ {f.server}: {f.n} calls ({f.source}){aside}: no reliable fit: "
-                f"{f.reason}{scores}"
-            )
-            continue
-        lines.append(
-            f"  {f.model} @ {f.server}: {f.n} calls ({f.source}){aside}, "
-            f"a {d['intercept_ms']:,.1f} ms, "
-            f"prefill {d['prefill_ms_per_token']:.3f} ms/token, decode "
-            f"{d['decode_ms_per_token']:.3f} ms/token, R2 {f.r2:.2f}, MdAPE {f.mdape:.0%}; "
-            f"queue p50 {f.queue_ms['p50']:,.1f} ms; {f.output_tokens_per_s:,.0f} output tokens/s"
-            + ("" if f.status == "ok" else f" ({f.note()})")
-        )
-    return "\n".join(lines)
-
-
 def scatter_svg(fit: ModelFit, width: int = 420, height: int = 260) -> str:
     """Latency against tokens with the fit, as an inline SVG for the HTML report: x is the
     fitted token load (L_in·prefill + L_out·decode, in ms), y the measured ms, the line the fit.
@@ -456,7 +426,6 @@ __all__ = [
     "huber_fit",
     "mdape",
     "reliability",
-    "render_text",
     "scatter_svg",
     "token_fits",
     "warmup_mask",

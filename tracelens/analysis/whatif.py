@@ -23,6 +23,7 @@ then re-times whole traces: a call off the critical path saves nothing.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,11 +32,13 @@ import polars as pl
 from tracelens_instrumentation import attributes as A
 
 from tracelens.analysis.core import TraceAnalysis
+from tracelens.analysis.findings.assess import Scored, rank
 from tracelens.analysis.findings.finding import Evidence, Finding, FindingType, WhatIfDetails
 from tracelens.analysis.findings.replay import Change, replay
 from tracelens.analysis.findings.timeline import Timeline, build_timeline
 from tracelens.analysis.stages import calls_a_server, inherited_classes, span_classes
 from tracelens.analysis.tokens import ModelFit, calls, token_fits
+from tracelens.errors import OptionError
 
 KINDS = ("trim_context", "cap_output", "model_queue", "stream", "co_locate", "prefetch")
 DEFAULTS: dict[str, float | None] = {
@@ -450,23 +453,26 @@ def _why_nothing(m: _Model, what: WhatIf) -> str:
     return "no final model call with a TTFT or a per-token fit to stream"
 
 
-def answers(
+def assessed(
     ta: TraceAnalysis,
-    whats: list[WhatIf],
+    whats: Sequence[WhatIf],
     *,
     threshold_ms: float = DEFAULT_THRESHOLD_MS,
     fits: list[ModelFit] | None = None,
-) -> tuple[list[Finding], list[Answer]]:
+    timeline: Timeline | None = None,
+) -> tuple[list[Scored], list[Answer]]:
     """The what-ifs that save at least ``threshold_ms`` at p50 over the traces they touch, as
-    findings of docs/analysis-json.md (type ``what_if``), most total saving first; and for every
-    what-if asked for, an answer: a finding, or the reason there is none (issue 25)."""
+    findings of docs/analysis-json.md (type ``what_if``) with the span rows they change, for
+    ``findings.rank`` to order with the detectors' findings; and for every what-if asked for,
+    an answer: a finding, or the reason there is none (issue 25).  ``timeline`` is the replay's
+    timeline of ``ta`` (built here when not given)."""
     if not whats:
         return [], []
     if ta.spans.height == 0:
         return [], [Answer(w.label, False, "no spans") for w in whats]
-    tl = build_timeline(ta.tree)
+    tl = build_timeline(ta.tree) if timeline is None else timeline
     fits = token_fits(ta) if fits is None else fits
-    out: list[Finding] = []
+    out: list[Scored] = []
     said: list[Answer] = []
     for what in whats:
         p = project(ta, what, fits=fits, tl=tl)
@@ -492,38 +498,59 @@ def answers(
             f"{what.label}: {title}: saves {p50:,.1f} ms at p50 over {len(touched)} traces "
             f"({p.calls} spans changed), through the replay"
         )
-        rows = p.change.rows(tl.n)
-        out.append(
-            Finding(
-                type=FindingType.WHAT_IF,
-                names=sorted(set(ta.spans["name"].gather(rows).to_list()))[:10],
-                services=sorted(set(ta.spans["service"].gather(rows).to_list()))[:10],
-                parent=None,
-                parent_service=None,
-                traces=len(touched),
-                occurrences=p.calls,
-                saving_ms=_pcts(saving),
-                projected_latency_ms=_pcts(p.projected / 1e6),
-                total_saving_ms=round(float(saving.sum()), 3),
-                traces_on_critical_path=int((saving > 0).sum()),
-                confidence="medium",
-                evidence=[Evidence("what_if", detail)],
-                details=WhatIfDetails(what.label),
-            )
+        rows = np.unique(p.change.rows(tl.n))
+        found = Finding(
+            type=FindingType.WHAT_IF,
+            names=sorted(set(ta.spans["name"].gather(rows).to_list()))[:10],
+            services=sorted(set(ta.spans["service"].gather(rows).to_list()))[:10],
+            parent=None,
+            parent_service=None,
+            traces=len(touched),
+            occurrences=p.calls,
+            saving_ms=_pcts(saving),
+            projected_latency_ms=_pcts(p.projected / 1e6),
+            total_saving_ms=round(float(saving.sum()), 3),
+            traces_on_critical_path=int((saving > 0).sum()),
+            confidence="medium",
+            evidence=[Evidence("what_if", detail)],
+            details=WhatIfDetails(what.label),
         )
-    out.sort(key=lambda f: -f.total_saving_ms)
+        out.append(Scored(found, rows))
     return out, said
+
+
+def answers(
+    ta: TraceAnalysis,
+    whats: Sequence[WhatIf],
+    *,
+    threshold_ms: float = DEFAULT_THRESHOLD_MS,
+    fits: list[ModelFit] | None = None,
+) -> tuple[list[Finding], list[Answer]]:
+    """The what-if findings alone, in the findings' order (``findings.rank``), and the answers
+    of :func:`assessed`.  An analysis joins them with the detectors' findings instead
+    (``analysis.result.complete``)."""
+    scored, said = assessed(ta, whats, threshold_ms=threshold_ms, fits=fits)
+    return rank(scored), said
 
 
 def findings(
     ta: TraceAnalysis,
-    whats: list[WhatIf],
+    whats: Sequence[WhatIf],
     *,
     threshold_ms: float = DEFAULT_THRESHOLD_MS,
     fits: list[ModelFit] | None = None,
 ) -> list[Finding]:
     """The what-if findings of :func:`answers` (without the reasons)."""
     return answers(ta, whats, threshold_ms=threshold_ms, fits=fits)[0]
+
+
+def parse_all(texts: Sequence[str]) -> tuple[WhatIf, ...]:
+    """The ``--what-if`` values, parsed before any span is read (on any engine);
+    ``OptionError`` names the bad one."""
+    try:
+        return tuple(WhatIf.parse(t) for t in texts)
+    except ValueError as exc:
+        raise OptionError(f"--what-if: {exc}") from None
 
 
 __all__ = [
@@ -533,8 +560,10 @@ __all__ = [
     "Projection",
     "WhatIf",
     "answers",
+    "assessed",
     "final_calls",
     "findings",
+    "parse_all",
     "prefetch_reads",
     "project",
 ]

@@ -7,6 +7,8 @@ from typing import Any
 
 import click
 
+from tracelens.formats import NAMES
+
 Decorator = Callable[[Any], Any]
 
 
@@ -39,8 +41,8 @@ db_option = click.option(
     help="DuckDB store (default ./tracelens.duckdb).",
 )
 
-# tracelens.ingest.FORMATS, spelled here so that options load no importer (a test keeps them equal).
-INPUT_FORMATS = ("otlp-json", "otlp-proto", "jaeger", "zipkin")
+# The formats' table (pure data: options load no importer).
+INPUT_FORMATS = NAMES
 
 input_format_option = click.option(
     "--input-format",
@@ -58,11 +60,21 @@ def write_out(text: str, out: str | None) -> None:
     """A command's result to ``out`` (a file) or standard output, ending in one newline."""
     if out:
         with open(out, "w", encoding="utf-8") as fh:
-            fh.write(text if text.endswith("\n") else text + "\n")
+            fh.write(text)  # not ``text + "\n"``: a copy of an output of hundreds of MB
+            if not text.endswith("\n"):
+                fh.write("\n")
     else:
         click.echo(text, nl=not text.endswith("\n"))
 
 
+memory_option = number_option(
+    "--memory-mb",
+    click.IntRange(min=1),
+    None,
+    "Memory budget of the analysis in MiB (default: half the machine's memory): a store or "
+    "files estimated to need more (384 MiB + 2,400 bytes a span + 100 an attribute) are refused, "
+    "exit 2.",
+)
 findings_option = click.option(
     "--findings/--no-findings",
     default=True,
@@ -98,3 +110,35 @@ def engine_options(f: Any) -> Any:
     for option in (spark_table_option, master_option, engine_option, parquet_option):
         f = option(f)
     return f
+
+
+what_if_option = click.option(
+    "--what-if",
+    "what_if",
+    multiple=True,
+    metavar="KIND[=VALUE]",
+    help="A latency-model what-if, repeatable: trim-context=0.5, cap-output=256, model-queue, "
+    "stream, co-locate=1 (ms), prefetch.",
+)
+
+what_if_threshold_option = number_option(
+    "--what-if-threshold-ms",
+    click.FloatRange(min=0),
+    None,
+    "Report a what-if when it saves at least this at p50 (default 10).",
+)
+
+
+def what_if_options(f: Any) -> Any:
+    """``--what-if`` and ``--what-if-threshold-ms`` at once (``analyze`` and ``report``)."""
+    return what_if_option(what_if_threshold_option(f))
+
+
+def store_source(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with ``db`` dropped when a Parquet span set or a Spark table is the source:
+    for ``analyze`` and ``report``, whose ``--db`` may come from TRACELENS_DB and is then only
+    the default source.  The library calls take ``db`` as given and refuse it beside another
+    source."""
+    if options.get("parquet") or options.get("spark_table"):
+        return {**options, "db": None}
+    return options

@@ -14,8 +14,11 @@ from tracelens.cli._options import (
     file_option,
     findings_option,
     input_format_option,
+    memory_option,
     number_option,
     out_option,
+    store_source,
+    what_if_options,
     write_out,
 )
 
@@ -41,25 +44,13 @@ from tracelens.cli._options import (
 )
 @click.option("--keep-going", is_flag=True, help="Analyse the other files when one is bad.")
 @findings_option
-@click.option(
-    "--what-if",
-    "what_if",
-    multiple=True,
-    metavar="KIND[=VALUE]",
-    help="A latency-model what-if, repeatable: trim-context=0.5, cap-output=256, model-queue, "
-    "stream, co-locate=1 (ms), prefetch.",
-)
-@number_option(
-    "--what-if-threshold-ms",
-    click.FloatRange(min=0),
-    None,
-    "Report a what-if when it saves at least this at p50 (default 10).",
-)
+@what_if_options
 @file_option(
     "--flamegraph-out",
     "Also write the critical-path CPU stacks here, folded (flamegraph.pl, speedscope, Pyroscope).",
     writable=True,
 )
+@memory_option
 @engine_options
 def analyze(format_: str, out: str | None, **options: Any) -> None:
     """Critical path, latency by cpu/gpu/io/wait and bottlenecks of traces in FILES or the store.
@@ -68,11 +59,10 @@ def analyze(format_: str, out: str | None, **options: Any) -> None:
     gzip-compressed.  With no FILES, the store (--db) is analysed, or the Parquet span set
     given with --parquet; --engine spark runs the same analysis on Apache Spark.
     """
-    from tracelens.api import _store_source
     from tracelens.api import analyze as run
     from tracelens.progress import Progress
 
-    options["db"] = _store_source(options["db"], options["parquet"], options["spark_table"])
+    options = store_source(options)
     # Any library error is bad input here (exit 2), a bad --what-if included.
     with input_errors(usage=False), Progress() as bar:  # the bar: on stderr, only on a terminal
         result = run(**options, bar=bar)

@@ -65,13 +65,20 @@ from tracelens.cli._options import db_option, file_option, number_option
     "Decoded spans not yet in the store; beyond it requests get 503/UNAVAILABLE "
     "[default: a quarter of --memory-mb].",
 )
+@click.option(
+    "--span-metrics/--no-span-metrics",
+    "span_metrics",
+    default=True,
+    show_default=True,
+    help="Span metrics (RED, latency, critical path by kind) in GET /metrics, from complete "
+    "traces; --no-span-metrics serves the ingest metrics only.",
+)
 @number_option(
     "--metrics-quiet-s",
-    click.FloatRange(0, 86400),
-    0.0,
-    "Span metrics in GET /metrics (off by default): count a trace once it is complete, "
-    "its root arrived and no span came for it for this many seconds (e.g. 30).  0: ingest "
-    "metrics only.",
+    click.FloatRange(0, 86400, min_open=True),
+    10.0,
+    "Span metrics count a trace once it is complete: its root arrived and no span came for "
+    "it for this many seconds.",
 )
 @number_option(
     "--metrics-max-operations",
@@ -79,6 +86,13 @@ from tracelens.cli._options import db_option, file_option, number_option
     200,
     "Cap on distinct (service, operation) label pairs in /metrics; later ones are "
     "counted as operation 'other'.",
+)
+@number_option(
+    "--metrics-max-open-traces",
+    click.IntRange(1, 10_000_000),
+    100_000,
+    "Cap on traces waiting to be complete (about 400 bytes each); past it the one quiet the "
+    "longest is counted at once, with the spans it has.",
 )
 def collect(**options: Any) -> None:
     """Receive spans over OTLP (HTTP and gRPC) into the store.

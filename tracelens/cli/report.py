@@ -14,7 +14,10 @@ from tracelens.cli._options import (
     file_option,
     findings_option,
     input_format_option,
+    memory_option,
+    store_source,
     value_option,
+    what_if_options,
 )
 
 
@@ -39,6 +42,8 @@ from tracelens.cli._options import (
 @click.option("--title", default=None, help="The report's title.")
 @click.option("--keep-going", is_flag=True, help="Report on the other files when one is bad.")
 @findings_option
+@what_if_options
+@memory_option
 @engine_options
 def report(**options: Any) -> None:
     """A self-contained HTML report of the traces in FILES or the store.
@@ -48,13 +53,14 @@ def report(**options: Any) -> None:
     tracelens report --db tracelens.duckdb --out report.html
     tracelens report --weekly --db tracelens.duckdb --out-dir reports/
     tracelens report --weekly --week 2026-W48 --db tracelens.duckdb
+    tracelens report traces.json --what-if co-locate=1 --out report.html
 
     The page needs no network and runs no script: mail it, attach it, print it.
     """
-    from tracelens.api import _store_source, write_report
+    from tracelens.api import write_report
     from tracelens.progress import Progress
 
-    options["db"] = _store_source(options["db"], options["parquet"], options["spark_table"])
+    options = store_source(options)
     with input_errors(), Progress() as bar:
         written = write_report(**options, bar=bar)
     for p in written.paths:

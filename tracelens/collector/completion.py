@@ -6,11 +6,19 @@ no parent) usually arrives last: a trace is complete once its root has arrived a
 has arrived for ``quiet_s``.  A trace whose root never comes (its caller is not instrumented, or
 the root was lost) is complete after ``rootless_s`` without a span.
 
-Memory is bounded: at most ``max_pending`` traces wait (beyond that the one quiet the longest is
-declared complete early, ``forced``), and the ids of the last ``remember`` completed traces are
-kept so that a span arriving after its trace was counted is recognised (``late_spans``) instead
-of starting the trace again.  Times are ``time.monotonic()`` seconds, passed in by the caller so
-the rules can be tested without waiting.
+The tracker is fed incrementally, with each batch of spans as it reaches the store (the merger's
+listener): it never reads the store.  What it keeps per open trace is a few numbers (last arrival,
+earliest start, span count, whether the root came), not its spans.
+
+Memory is bounded by a cap on open traces: at most ``max_pending`` (``--metrics-max-open-traces``,
+default ``MAX_PENDING``) wait; past it, the trace quiet the longest is declared complete at once
+(``forced``, exported as ``tracelens_metrics_traces_forced_total``) and counted with the spans it
+has so far; a span of it arriving later is a late span.  The ids of the last ``remember``
+completed traces are kept so that a span arriving after its trace was counted is recognised
+(``late_spans``) instead of starting the trace again.  An open trace costs at most
+``BYTES_PER_TRACE`` bytes (240 measured), a remembered id less (170), so the defaults hold at
+most 80 MB (about 40 MB measured).  Times are ``time.monotonic()`` seconds, passed in by the
+caller so the rules can be tested without waiting.
 """
 
 from __future__ import annotations
@@ -22,24 +30,27 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-MAX_PENDING: Final = 100_000  # traces waiting to be complete (about 150 bytes each)
+MAX_PENDING: Final = 100_000  # open traces: waiting to be complete (``BYTES_PER_TRACE`` each)
 REMEMBER: Final = 100_000  # ids of completed traces kept to recognise late spans
+BYTES_PER_TRACE: Final = 400  # an open trace's entry, or a remembered id (measured: test_metrics)
 ROOTLESS_FACTOR: Final = 10  # a trace without a root waits this many quiet periods
 
 
-@dataclass
+@dataclass(slots=True)
 class _Pending:
     last_seen: float
     t0: int  # the earliest span start seen (the trace's start once every span is in)
+    spans: int  # spans seen (a retried span counts again: an estimate of the trace's size)
     has_root: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Completed:
-    """A complete trace: its id and start (``start_ns`` of its earliest span)."""
+    """A complete trace: its id, start (``start_ns`` of its earliest span) and spans seen."""
 
     trace_id: str
     t0: int
+    spans: int = 1
 
 
 class CompletionTracker:
@@ -66,6 +77,11 @@ class CompletionTracker:
         self.late_spans = 0  # spans of traces already counted (late, or a retried export)
         self.forced = 0  # traces declared complete early because too many were waiting
         self._forced: list[Completed] = []  # those, until the next ``complete`` takes them
+
+    @property
+    def max_pending(self) -> int:
+        """The cap on open traces."""
+        return self._max_pending
 
     def pending(self) -> int:
         with self._lock:
@@ -98,17 +114,18 @@ class CompletionTracker:
                     continue
                 entry = self._pending.pop(trace_id, None)
                 if entry is None:
-                    entry = _Pending(now, t0, bool(root))
+                    entry = _Pending(now, t0, count, bool(root))
                 else:
                     entry.last_seen = now
                     entry.t0 = min(entry.t0, t0)
+                    entry.spans += count
                     entry.has_root = entry.has_root or bool(root)
                 self._pending[trace_id] = entry
             while len(self._pending) > self._max_pending:
                 oldest = next(iter(self._pending))
                 entry = self._pending.pop(oldest)
                 self._finish(oldest)
-                self._forced.append(Completed(oldest, entry.t0))
+                self._forced.append(Completed(oldest, entry.t0, entry.spans))
                 self.forced += 1
 
     def complete(self, now: float) -> list[Completed]:
@@ -129,7 +146,7 @@ class CompletionTracker:
             for trace_id in ready:
                 entry = self._pending.pop(trace_id)
                 self._finish(trace_id)
-                out.append(Completed(trace_id, entry.t0))
+                out.append(Completed(trace_id, entry.t0, entry.spans))
         return out
 
     def _finish(self, trace_id: str) -> None:

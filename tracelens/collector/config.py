@@ -13,11 +13,11 @@ MIN_MEMORY_MB: Final = 512
 DEFAULT_MAX_BODY: Final = 64 * MiB
 DEFAULT_GRPC_MESSAGE: Final = 4 * MiB  # grpc's own default, and the Go collector's
 LARGE_BODY: Final = 1 * MiB  # decoded bodies above this take turns (see ``ingest``)
-# Span metrics are opt-in (``--metrics-quiet-s 30``): at high ingest rates their periodic
-# analysis cost half the collector's stored spans per CPU-second and took peak RSS past
-# --memory-mb (README, Metrics: Cost).  0: off, ingest metrics only.
-DEFAULT_METRICS_QUIET_S: Final = 0.0
+# Span metrics are on by default (``--no-span-metrics``: ingest metrics only).  A trace is counted
+# once its root came and no span came for it for the quiet period (README, Metrics).
+DEFAULT_METRICS_QUIET_S: Final = 10.0
 DEFAULT_METRICS_MAX_OPERATIONS: Final = 200  # see ``span_metrics.OperationCap``
+DEFAULT_METRICS_MAX_OPEN_TRACES: Final = 100_000  # see ``completion.CompletionTracker``
 
 
 BASE_MB: Final = 192  # the interpreter, pyarrow, DuckDB, grpc: an idle collector is ~150 MiB
@@ -114,10 +114,24 @@ class CollectorConfig:
     max_grpc_message_bytes: int = _DEFAULT_PLAN.grpc_message_bytes
     max_grpc_rpcs: int = _DEFAULT_PLAN.grpc_rpcs  # gRPC holds each message whole first
     drain_timeout_s: float = 30.0
-    # /metrics: a trace is complete (analysed, counted) once no span came for this long after
-    # its root; 0 turns the span metrics off (ingest metrics stay).
+    # /metrics: span metrics (False: ingest metrics only); a trace is complete (analysed,
+    # counted) once no span came for ``metrics_quiet_s`` after its root, or at once when more
+    # than ``metrics_max_open_traces`` are open.
+    span_metrics: bool = True
     metrics_quiet_s: float = DEFAULT_METRICS_QUIET_S
     metrics_max_operations: int = DEFAULT_METRICS_MAX_OPERATIONS  # the label cap
+    metrics_max_open_traces: int = DEFAULT_METRICS_MAX_OPEN_TRACES
+
+    def __post_init__(self) -> None:
+        if self.span_metrics and not self.metrics_quiet_s > 0:
+            raise ValueError(
+                f"the metrics quiet period must be positive, not {self.metrics_quiet_s} "
+                "(to turn the span metrics off: --no-span-metrics)"
+            )
+        if self.metrics_max_open_traces < 1:
+            raise ValueError(
+                f"the cap on open traces must be at least 1, not {self.metrics_max_open_traces}"
+            )
 
     @staticmethod
     def from_budget(

@@ -11,16 +11,19 @@ Three sources:
 - ingest health, read from ``Stats`` at each scrape (received, stored, rejected and duplicate
   spans, refused requests, queue bytes, degraded parts) plus merge and request latency
   histograms fed through ``Stats``' observer lists;
-- span metrics (``span_metrics``): every ``interval`` seconds the analysis loop takes the traces
-  ``completion`` declares complete (no span for ``--metrics-quiet-s``), reads their spans back from
-  the store, runs ``analysis.core.analyze_traces`` on them and adds the result: each trace is
-  counted once;
+- span metrics (``span_metrics``), on unless ``--no-span-metrics``: ``completion`` notes each
+  batch of spans as it reaches the store (the merger's listener; no read of the store) and
+  declares a trace complete once its root came and no span came for ``--metrics-quiet-s``, or
+  at once when more than ``--metrics-max-open-traces`` are open (the cap that bounds its
+  memory).  Every ``interval`` seconds this loop takes the complete traces, reads just their
+  spans back (``DuckDBStore.read(trace_ids=...)``, ``BATCH_SPANS`` at a time), runs
+  the embedded engine's per-trace part on them (``engines``: the one interface every analysis
+  goes through) and adds the result: each trace is counted once;
 - the loop's own health (pending traces, late spans, folded spans, failures, its duration).
 
-Reading back uses ``DuckDBStore.read`` with a window on the traces' start times, whose cost grows
-with the store; the loop waits at least ``READ_LOAD`` times as long as its last read took before
-the next one, so it never takes more than about a tenth of a core, however large the store (on a
-large store the counts then lag: ``bench/metrics.py`` measured a 0.4 s read on 1M spans).
+A read by trace ids passes once over the stored ids, so its cost still grows with the store
+(about 25 ns a stored span); the loop waits at least ``READ_LOAD`` times as long as its reads
+took before its next round, so on a very large store the counts lag rather than take a core.
 """
 
 from __future__ import annotations
@@ -28,20 +31,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Iterator
 from typing import Final
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from prometheus_client import CollectorRegistry, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 
-from tracelens.analysis.core import ANALYSIS_COLUMNS, analyze_traces
+from tracelens.analysis.core import ANALYSIS_COLUMNS
+from tracelens.analysis.kinds import ANALYSIS_ATTRIBUTES
 from tracelens.collector.completion import Completed, CompletionTracker
 from tracelens.collector.config import CollectorConfig
 from tracelens.collector.span_metrics import SpanMetrics, StageTimes
 from tracelens.collector.stats import Stats
+from tracelens.engines import SpanTable, get_engine
 from tracelens.errors import StoreError
 from tracelens.store import DuckDBStore
 
@@ -50,8 +55,9 @@ log = logging.getLogger("tracelens.collector")
 CONTENT_TYPE: Final = CONTENT_TYPE_PLAIN_0_0_4
 MAX_INTERVAL_S: Final = 5.0  # the loop looks for complete traces at least this often ...
 READ_LOAD: Final = 10  # ... unless its last read took over a tenth of that
-WINDOW_GAP_NS: Final = 600 * 10**9  # complete traces further apart are read in separate windows
-RETRIES: Final = 3  # reads of a window the store refused, before its traces are dropped
+RETRIES: Final = 3  # reads of a batch the store refused, before its traces are dropped
+BATCH_SPANS: Final = 100_000  # spans read back and analysed at once (bounds the analysis' memory)
+MAX_QUEUE: Final = 100_000  # complete traces waiting to be read (about 150 bytes each), at least
 MERGE_BUCKETS: Final = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 REQUEST_BUCKETS: Final = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0)
 ANALYSIS_BUCKETS: Final = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
@@ -150,18 +156,25 @@ class AnalysisLoop:
         tracker: CompletionTracker,
         spans: SpanMetrics,
         duration: Histogram | None = None,
+        *,
+        batch_spans: int = BATCH_SPANS,
     ) -> None:
         self.tracker = tracker
         self.spans = spans
         self._store = store
+        self._engine = get_engine("embedded")  # the counts need only the per-trace part
         self._duration = duration
+        self._batch_spans = max(1, batch_spans)
         self.interval_s = min(MAX_INTERVAL_S, max(0.25, tracker.quiet_s / 2))
         self._wait_s = self.interval_s
-        self._retry: list[tuple[list[Completed], int]] = []
+        # Complete traces not read yet, oldest first (at most the larger of the tracker's cap
+        # and MAX_QUEUE: see run_once).
+        self._queue: deque[Completed] = deque()
+        self._attempts = 0  # failed reads of the batch at the head of the queue
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.traces_counted = 0
-        self.traces_dropped = 0  # not found in the store, or given up after RETRIES
+        self.traces_dropped = 0  # not found in the store, given up after RETRIES, or overflow
         self.failures = {"read": 0, "analysis": 0}
 
     def start(self) -> None:
@@ -182,65 +195,76 @@ class AnalysisLoop:
                 self.failures["analysis"] += 1
 
     def run_once(self, now: float) -> int:
-        """One round: analyse what is complete at ``now``; returns the traces counted."""
-        windows = [(w, 0) for w in _windows(self.tracker.complete(now))]
-        windows, self._retry = [*self._retry, *windows], []
-        if not windows:
-            return 0
-        started = time.perf_counter()
-        tables: list[pa.Table] = []
-        wanted = 0  # traces of the windows read
+        """One round: analyse what is complete at ``now``, ``batch_spans`` spans at a time (the
+        analysis' memory is one batch's); returns the traces counted."""
+        self._queue.extend(self.tracker.complete(now))
+        overflow = len(self._queue) - max(self.tracker.max_pending, MAX_QUEUE)
+        if overflow > 0:  # the loop fell far behind (a failing store): the oldest go uncounted
+            log.error("metrics: %d complete traces not counted (the loop fell behind)", overflow)
+            for _ in range(overflow):
+                self._queue.popleft()
+            self.traces_dropped += overflow
+        counted = 0
         read_s = 0.0
-        for window, attempts in windows:
-            t = time.perf_counter()
+        while self._queue:
+            batch = self._head()
+            started = time.perf_counter()
             try:
-                tables.append(self._read(window))
-                wanted += len(window)
+                table = self._store.read(
+                    ANALYSIS_COLUMNS,
+                    trace_ids=pa.array([c.trace_id for c in batch], pa.string()),
+                    attribute_keys=ANALYSIS_ATTRIBUTES,  # what the analysis reads of the map
+                )
             except StoreError as exc:
+                read_s += time.perf_counter() - started
                 self.failures["read"] += 1
-                if attempts + 1 < RETRIES:
-                    self._retry.append((window, attempts + 1))
-                else:
-                    log.error("metrics: %d complete traces not counted: %s", len(window), exc)
-                    self.traces_dropped += len(window)
-            read_s += time.perf_counter() - t
+                self._attempts += 1
+                if self._attempts < RETRIES:
+                    break  # the next round tries again
+                log.error("metrics: %d complete traces not counted: %s", len(batch), exc)
+                self._drop(len(batch))
+                self.traces_dropped += len(batch)
+                continue
+            read_s += time.perf_counter() - started
+            self._drop(len(batch))
+            counted += self._count(table, len(batch), started)
         self._wait_s = max(self.interval_s, READ_LOAD * read_s)
-        if not tables:
+        return counted
+
+    def _head(self) -> list[Completed]:
+        """The oldest complete traces, up to ``batch_spans`` spans (one trace at least)."""
+        batch: list[Completed] = []
+        spans = 0
+        for c in self._queue:
+            if batch and spans + c.spans > self._batch_spans:
+                break
+            batch.append(c)
+            spans += c.spans
+        return batch
+
+    def _drop(self, n: int) -> None:
+        for _ in range(n):
+            self._queue.popleft()
+        self._attempts = 0
+
+    def _count(self, table: pa.Table, wanted: int, started: float) -> int:
+        if table.num_rows == 0:
+            self.traces_dropped += wanted
             return 0
-        table = pa.concat_tables(tables)
         try:
-            analysis = analyze_traces(table)
+            analysis = self._engine.traces(SpanTable(table))
         except Exception:
             log.exception("metrics: analysing %d spans failed", table.num_rows)
             self.failures["analysis"] += 1
+            self.traces_dropped += wanted
             return 0
         self.spans.record(analysis)
         counted = analysis.traces.height
         self.traces_counted += counted
-        self.traces_dropped += wanted - counted  # not in the store (see ``_read``)
+        self.traces_dropped += max(0, wanted - counted)  # not in the store
         if self._duration is not None:
             self._duration.observe(time.perf_counter() - started)
         return counted
-
-    def _read(self, window: list[Completed]) -> pa.Table:
-        """The spans of ``window``'s traces.  A trace whose earliest span was stored by an earlier
-        run (so it starts before the window) is not found, and not counted."""
-        lo = min(c.t0 for c in window)
-        hi = max(c.t0 for c in window) + 1
-        table = self._store.read(ANALYSIS_COLUMNS, start_ns=lo, end_ns=hi)
-        ids = pa.array([c.trace_id for c in window], pa.string())
-        return table.filter(pc.is_in(table.column("trace_id"), value_set=ids))
-
-
-def _windows(done: list[Completed]) -> list[list[Completed]]:
-    """Complete traces grouped by start, a new group after a gap over ``WINDOW_GAP_NS``."""
-    out: list[list[Completed]] = []
-    for c in sorted(done, key=lambda c: c.t0):
-        if out and c.t0 - out[-1][-1].t0 <= WINDOW_GAP_NS:
-            out[-1].append(c)
-        else:
-            out.append([c])
-    return out
 
 
 class _LoopCollector:
@@ -265,6 +289,12 @@ class _LoopCollector:
             "Traces with spans received, not complete yet.",
             value=tracker.pending(),
         )
+        yield GaugeMetricFamily(
+            "tracelens_metrics_pending_traces_limit",
+            "The cap on open traces (--metrics-max-open-traces); past it the one quiet the "
+            "longest is counted at once (tracelens_metrics_traces_forced_total).",
+            value=tracker.max_pending,
+        )
         yield CounterMetricFamily(
             "tracelens_metrics_traces_counted",
             "Complete traces analysed and counted in the span metrics.",
@@ -272,12 +302,14 @@ class _LoopCollector:
         )
         yield CounterMetricFamily(
             "tracelens_metrics_traces_dropped",
-            "Complete traces not counted (not found in the store, or the store kept failing).",
+            "Complete traces not counted (not found in the store, the store kept failing, or "
+            "the analysis fell far behind).",
             value=loop.traces_dropped,
         )
         yield CounterMetricFamily(
             "tracelens_metrics_traces_forced",
-            "Traces declared complete early because too many were pending.",
+            "Open traces counted early, with the spans they had, because more than "
+            "--metrics-max-open-traces were open.",
             value=tracker.forced,
         )
         yield CounterMetricFamily(
@@ -338,7 +370,7 @@ class CollectorMetrics:
         stats.request_observers.append(request.observe)
         ProcessCollector(registry=self.registry)
         self.loop: AnalysisLoop | None = None
-        if config.metrics_quiet_s > 0:
+        if config.span_metrics:
             duration = Histogram(
                 "tracelens_metrics_analysis_duration_seconds",
                 "Time of one round of the metrics analysis (read back, analyse, add).",
@@ -346,7 +378,9 @@ class CollectorMetrics:
                 registry=self.registry,
             )
             spans = SpanMetrics(config.metrics_max_operations, stages)
-            tracker = CompletionTracker(config.metrics_quiet_s)
+            tracker = CompletionTracker(
+                config.metrics_quiet_s, max_pending=config.metrics_max_open_traces
+            )
             self.loop = AnalysisLoop(store, tracker, spans, duration)
             self.registry.register(spans)
             self.registry.register(_LoopCollector(self.loop))

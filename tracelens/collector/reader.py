@@ -64,6 +64,23 @@ def read_store(
         time.sleep(0.1)
 
 
+def count_store(
+    db: str | None = None, start_ns: int | None = None, end_ns: int | None = None
+) -> tuple[int, int] | None:
+    """How many spans ``read_store`` would return, and their attributes, counted in the file
+    without reading them; None when that cannot be known before the read: a running collector
+    holds the file, or it cannot be opened (``read_store`` then says why). Spans still in a
+    killed collector's journal are not counted (``read_store`` merges them first)."""
+    path = db or default_db_path()
+    if discovery.find(path) is not None:
+        return None
+    try:
+        with DuckDBStore(path, read_only=True) as store:
+            return store.count_spans(start_ns=start_ns, end_ns=end_ns)
+    except StoreError:
+        return None
+
+
 def _recover(store: DuckDBStore, path: str) -> None:
     try:
         recover(store, path)

@@ -1,54 +1,36 @@
 """Engines: where the analysis runs, behind one narrow interface.
 
 The analysis is one engine-agnostic core: ``tracelens.analysis.core.analyze_traces`` (a pure
-function of a table of complete traces) and the cross-trace parts that read its result (the
-summary, the operations, the bottleneck finder and its replay).  An engine only decides where
-the per-trace part runs and how its results come together:
+function of a table of complete traces) and the cross-trace parts that read its result
+(``analysis.result.complete``: the summary, the operations, the bottleneck finder, the what-ifs
+asked for and their replay).  An engine only decides where the per-trace part runs and how its
+results come together:
 
 * ``embedded`` (default): everything in this process, DuckDB/Arrow in, Polars/NumPy inside;
 * ``spark``: the per-trace part on Spark executors over a Parquet span set or any table Spark
   reads, bucketed by a hash of ``trace_id``; the cross-trace part on the driver.
 
-Both hand the same ``TraceAnalysis`` to ``complete``, so both give the same document.
+What an engine reads is a typed ``Source``: spans already loaded (``SpanTable``: files and
+stores are read by ``tracelens.api.load_spans``), a Parquet path (``ParquetSpans``) or a Spark
+catalog table (``SparkTable``).  Every caller (``tracelens.api.analyze``, the HTML report, the
+collector's metrics loop) goes through ``get_engine(...).analyze`` or ``.traces``, so both
+engines hand the same ``TraceAnalysis`` to ``complete`` and give the same document by
+construction.
 """
 
 from __future__ import annotations
 
-from abc import ABC, abstractmethod
-from typing import Any, Final
-
-from tracelens.analysis import Analysis, TraceAnalysis
 from tracelens.analysis.result import complete
-from tracelens.errors import TracelensError
-
-ENGINES: Final = ("embedded", "spark")
-
-
-class EngineError(TracelensError):
-    """An engine cannot run here (its package or runtime is missing)."""
-
-
-class Engine(ABC):
-    """Analyse a span source: ``source`` is what the engine reads (a Parquet path for both
-    engines; a Spark table name or DataFrame for ``spark``).  An engine runs the per-trace part
-    (``traces``); the cross-trace part (``complete``) is the same for all, here."""
-
-    name: str
-
-    @abstractmethod
-    def traces(self, source: Any) -> TraceAnalysis:
-        """The per-trace part of the analysis over every span of ``source``."""
-
-    def analyze(
-        self,
-        source: Any,
-        *,
-        top: int | None = None,
-        findings: bool = True,
-        warnings: list[str] | None = None,
-    ) -> Analysis:
-        """The analysis of every span of ``source``; ``warnings`` from loading are carried."""
-        return complete(self.traces(source), top=top, findings=findings, warnings=warnings)
+from tracelens.engines.base import (
+    ENGINES,
+    Engine,
+    EngineError,
+    ParquetSpans,
+    Source,
+    SpanTable,
+    SparkTable,
+    describe,
+)
 
 
 def get_engine(name: str, *, master: str | None = None) -> Engine:
@@ -64,4 +46,15 @@ def get_engine(name: str, *, master: str | None = None) -> Engine:
     raise ValueError(f"unknown engine {name!r}; one of {', '.join(ENGINES)}")
 
 
-__all__ = ["ENGINES", "Engine", "EngineError", "complete", "get_engine"]
+__all__ = [
+    "ENGINES",
+    "Engine",
+    "EngineError",
+    "ParquetSpans",
+    "Source",
+    "SpanTable",
+    "SparkTable",
+    "complete",
+    "describe",
+    "get_engine",
+]

@@ -1,23 +1,23 @@
-"""The embedded engine: the whole analysis in this process (the default)."""
+"""The embedded engine: the whole analysis in this process (the default, for files, stores and
+Parquet span sets alike)."""
 
 from __future__ import annotations
 
-import os
-from typing import Any
-
 from tracelens.analysis import ANALYSIS_COLUMNS, TraceAnalysis, analyze_traces
-from tracelens.engines import Engine
+from tracelens.engines.base import Engine, ParquetSpans, Source, SpanTable
 
 
 class EmbeddedEngine(Engine):
-    """Reads a Parquet span set (or any Parquet with the span columns) with Arrow and analyses
-    it here.  Files and stores go through ``tracelens.api.load_spans`` instead."""
+    """Analyses spans in memory (``SpanTable``) or a Parquet span set read with Arrow
+    (``ParquetSpans``) here; a Spark table needs the Spark engine."""
 
     name = "embedded"
 
-    def traces(self, source: Any) -> TraceAnalysis:
-        from tracelens.parquet import read_parquet
+    def traces(self, source: Source) -> TraceAnalysis:
+        if isinstance(source, SpanTable):
+            return analyze_traces(source.spans)
+        if isinstance(source, ParquetSpans):
+            from tracelens.parquet import read_parquet
 
-        if not isinstance(source, (str, os.PathLike)):
-            raise TypeError("the embedded engine reads a Parquet path")
-        return analyze_traces(read_parquet(source, ANALYSIS_COLUMNS))
+            return analyze_traces(read_parquet(source.path, ANALYSIS_COLUMNS))
+        raise self.refuse(source)

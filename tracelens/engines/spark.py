@@ -30,6 +30,7 @@ import math
 import os
 import re
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -40,13 +41,23 @@ import pyarrow.compute as pc
 
 from tracelens.analysis import ANALYSIS_COLUMNS, Analysis, TraceAnalysis, analyze_traces
 from tracelens.analysis.tree import tree_of
-from tracelens.engines import Engine, EngineError, complete
+from tracelens.engines.base import (
+    Engine,
+    EngineError,
+    ParquetSpans,
+    Source,
+    SpanTable,
+    SparkTable,
+    complete,
+)
 from tracelens.errors import InputError
 from tracelens.parquet import CANONICAL_ORDER, SEQ, is_span_set, layout, order_indices
 from tracelens.schema import SPAN_SCHEMA
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+    from tracelens.analysis.whatif import WhatIf
 
 BUCKET: Final = "_tracelens_bucket"
 KEY: Final = "_tracelens_key"
@@ -60,13 +71,6 @@ PART_SCHEMA: Final = (
     "warnings string"
 )
 _INPUT_SCHEMA: Final = pa.schema([SPAN_SCHEMA.field(c) for c in ANALYSIS_COLUMNS])
-
-
-@dataclass(frozen=True)
-class SparkTable:
-    """A table in Spark's catalog (``spark.table(name)``), as an engine source."""
-
-    name: str
 
 
 def session(master: str | None = None) -> SparkSession:
@@ -108,39 +112,51 @@ class SparkEngine(Engine):
             self._spark = session(self._master)
         return self._spark
 
-    def frame(self, source: Any) -> DataFrame:
-        """A DataFrame of spans: a DataFrame as it is, a ``SparkTable``, or a Parquet path (a
-        tracelens span set, whose layout is checked when it is local, or any Parquet)."""
+    def frame(self, source: Source | DataFrame) -> DataFrame:
+        """A DataFrame of spans: a DataFrame as it is, a ``SparkTable``, or ``ParquetSpans`` (a
+        tracelens span set, whose layout is checked when it is local, or any Parquet).  Spans
+        in this process's memory (``SpanTable``) are the embedded engine's."""
         from pyspark.sql import DataFrame
 
         if isinstance(source, DataFrame):
             return source
         if isinstance(source, SparkTable):
             return self.spark.table(source.name)
-        path = os.fspath(source)
+        if isinstance(source, SpanTable):
+            raise self.refuse(source)
+        path = source.path
         if os.path.isdir(path) and is_span_set(path):
             layout(path)
         elif "://" not in path and not os.path.exists(path):
             raise InputError(path, "no such file or directory")
         return self.spark.read.parquet(path)
 
-    def traces(self, source: Any) -> TraceAnalysis:
+    def traces(self, source: Source | DataFrame) -> TraceAnalysis:
         """The per-trace part over every span of ``source`` (see ``frame``), on the executors."""
         return merge(self.phase_one(self.frame(source), name=_name(source)).get("", []))
 
     def analyze_by(
         self,
-        source: Any,
+        source: Source | DataFrame,
         by: str,
         *,
         top: int | None = None,
         findings: bool = True,
+        what_ifs: Sequence[WhatIf] = (),
+        what_if_threshold_ms: float | None = None,
     ) -> dict[str, Analysis]:
         """One analysis per value of the column ``by`` (a day, a week, a tenant...), all in one
         Spark job: the buckets are formed within each value."""
         parts = self.phase_one(self.frame(source), by=by, name=_name(source))
         return {
-            key: complete(merge(p), top=top, findings=findings) for key, p in sorted(parts.items())
+            key: complete(
+                merge(p),
+                top=top,
+                findings=findings,
+                what_ifs=what_ifs,
+                what_if_threshold_ms=what_if_threshold_ms,
+            )
+            for key, p in sorted(parts.items())
         }
 
     def phase_one(
@@ -175,11 +191,11 @@ class SparkEngine(Engine):
         return max(2 * cores, math.ceil(df.count() / SPANS_PER_BUCKET))
 
 
-def _name(source: Any) -> str:
+def _name(source: Source | DataFrame) -> str:
     if isinstance(source, SparkTable):
         return source.name
-    if isinstance(source, (str, os.PathLike)):
-        return os.fspath(source)
+    if isinstance(source, ParquetSpans):
+        return source.path
     return "the DataFrame"
 
 

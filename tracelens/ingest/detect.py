@@ -4,38 +4,38 @@ Bytes first: gzip by its magic; JSON when the first non-blank byte is ``{`` or `
 protobuf when the first byte is ``0x0a`` (field 1, length-delimited: ``resource_spans``, how every
 non-empty ExportTraceServiceRequest and TracesData begins).  A parsed JSON document is then told
 apart by its shape: ``resourceSpans`` (OTLP, also inside Jaeger v3's ``result``), ``data`` or
-``traceID`` + ``spans`` (Jaeger), an array of ``{traceId, id}`` (Zipkin v2).
+``traceID`` + ``spans`` (Jaeger), an array of ``{traceId, id}`` (Zipkin v2).  The formats are
+``tracelens.formats``' table; ``JSON_CODECS`` loads the decoder module it names for each JSON
+one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
+from types import ModuleType
 from typing import Any, Final
 
-from tracelens.ingest import jaeger, otlp_json, zipkin
+from tracelens.formats import INPUT_FORMATS, NAMES, tried
 
 OTLP_JSON: Final = "otlp-json"
 OTLP_PROTO: Final = "otlp-proto"
 JAEGER: Final = "jaeger"
 ZIPKIN: Final = "zipkin"
-FORMATS: Final = (OTLP_JSON, OTLP_PROTO, JAEGER, ZIPKIN)
-JSON_FORMATS: Final = (OTLP_JSON, JAEGER, ZIPKIN)
+FORMATS: Final = NAMES
+JSON_FORMATS: Final = tuple(f.name for f in INPUT_FORMATS if f.json)
+
+# Each JSON format's module: ``looks_like(doc)`` (its shape) and ``decode(doc, batch, warnings)``.
+JSON_CODECS: Final[dict[str, ModuleType]] = {
+    f.name: importlib.import_module(f"{__package__}.{f.decoder}")
+    for f in INPUT_FORMATS
+    if f.json and f.decoder is not None
+}
 
 GZIP_MAGIC: Final = b"\x1f\x8b"
 _PROTO_FIRST_BYTE: Final = 0x0A
 _BOM: Final = b"\xef\xbb\xbf"
 
-_SHAPES: Final[tuple[tuple[str, Callable[[Any], bool]], ...]] = (
-    (OTLP_JSON, otlp_json.looks_like),
-    (JAEGER, jaeger.looks_like),
-    (ZIPKIN, zipkin.looks_like),
-)
-
-TRIED: Final = (
-    "tried otlp-json ({resourceSpans} or a Jaeger v3 {result: {resourceSpans}}), "
-    "jaeger ({data: [...]} or {traceID, spans, processes}), "
-    "zipkin (a JSON array of {traceId, id, ...}) and otlp-proto (binary, first byte 0x0a)"
-)
+TRIED: Final = tried()
 
 
 def check_format(input_format: str | None) -> str | None:
@@ -62,8 +62,8 @@ def may_be_proto(data: bytes) -> bool:
 
 def json_format(doc: Any) -> str | None:
     """The format a parsed JSON document is in, or None."""
-    for name, looks_like in _SHAPES:
-        if looks_like(doc):
+    for name in JSON_FORMATS:
+        if JSON_CODECS[name].looks_like(doc):
             return name
     return None
 

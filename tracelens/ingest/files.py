@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracelens.errors import InputError
-from tracelens.ingest import detect, jaeger, otlp_json, zipkin
+from tracelens.ingest import detect
 from tracelens.ingest._common import (
     FieldError,
     LongNumberError,
@@ -71,9 +71,7 @@ def max_document_bytes() -> int:
 
 
 DECODERS: Final[dict[str, Decoder]] = {
-    detect.OTLP_JSON: otlp_json.decode,
-    detect.JAEGER: jaeger.decode,
-    detect.ZIPKIN: zipkin.decode,
+    name: module.decode for name, module in detect.JSON_CODECS.items()
 }
 
 

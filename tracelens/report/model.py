@@ -18,15 +18,7 @@ from markupsafe import Markup
 
 from tracelens.analysis import Analysis, TraceAnalysis
 from tracelens.analysis import summary as s
-from tracelens.analysis.findings.finding import (
-    CacheDetails,
-    Finding,
-    FindingType,
-    LaunchBoundDetails,
-    LoopDetails,
-    ParallelDetails,
-    TailDetails,
-)
+from tracelens.analysis.findings.finding import Fact, Finding
 from tracelens.analysis.kinds import KINDS
 from tracelens.report import fmt
 
@@ -265,29 +257,11 @@ def cpu_split(ta: TraceAnalysis, top: int = TOP_CPU) -> dict[str, Any]:
     return {"rows": out, "hidden": g.height - len(rows), "any_measured": any_measured}
 
 
-_TITLES = {
-    FindingType.PARALLELIZABLE: "Run {names} in parallel",
-    FindingType.CACHEABLE: "Cache {names}",
-    FindingType.RETRY: "Stop the retries of {names}",
-    FindingType.N_PLUS_ONE: "Batch the repeated {names} calls",
-    FindingType.LAUNCH_BOUND: "Keep the GPU busy: {names} is launch-bound",
-}
-
-
-def _names(names: list[str]) -> str:
-    items = names if len(names) <= 4 else [*names[:4], f"{len(names) - 4} more"]
-    return ", ".join(items)
-
-
 def finding_view(f: Finding) -> dict[str, Any]:
     """One finding in words, with its further figures listed (``facts``)."""
-    generic = f.type.value.replace("_", " ").capitalize() + ": {names}"
-    title = _TITLES.get(f.type, generic).format(names=_names(f.names))
-    if f.type is FindingType.PARALLELIZABLE and f.parent:
-        title += f" under {f.parent}"
     return {
         "type": f.type.value,
-        "title": title,
+        "title": f.title,
         "saving_p50": f.saving_ms["p50"],
         "saving_p95": f.saving_ms["p95"],
         "projected_p50": f.projected_latency_ms["p50"],
@@ -302,7 +276,7 @@ def finding_view(f: Finding) -> dict[str, Any]:
 
 def facts(f: Finding) -> list[tuple[str, str]]:
     """The finding's figures beyond title, saving and explanation, by name, as text."""
-    pairs: list[tuple[str, str | float | bool | None]] = [
+    pairs: list[tuple[str, Fact]] = [
         ("confidence", f.confidence),
         ("parent_service", f.parent_service if f.parent is not None else None),
         ("total_saving_ms", f.total_saving_ms),
@@ -312,27 +286,8 @@ def facts(f: Finding) -> list[tuple[str, str]]:
             None if f.alternative_to is None else f"finding #{f.alternative_to + 1}",
         ),
     ]
-    d = f.details
-    if isinstance(d, ParallelDetails):
-        pairs.append(("hops_per_trace", d.hops_per_trace))
-    elif isinstance(d, LoopDetails):
-        pairs.append(("calls_per_trace", d.calls_per_trace))
-    elif isinstance(d, CacheDetails):
-        pairs += [
-            ("identical_results", d.identical_results),
-            ("suggested_ttl_s", d.suggested_ttl_s),
-            ("changed_results", d.changed_results),
-        ]
-    elif isinstance(d, TailDetails):
-        pairs.append(("tail_traces", d.tail_traces))
-    elif isinstance(d, LaunchBoundDetails):
-        pairs += [
-            ("gpu_busy_share", fmt.pct(d.gpu_busy_share, 1)),
-            ("host_on_cpu_share", fmt.pct(d.host_on_cpu_share, 1)),
-            ("device_ms_per_call", d.device_ms_per_call),
-            ("call_ms", d.call_ms),
-            ("remedies", "; ".join(r.split(" (")[0] for r in d.remedies)),
-        ]
+    if f.details is not None:
+        pairs += f.details.facts()
     if f.example is not None:
         pairs += [
             ("example_trace_id", f.example.trace_id),

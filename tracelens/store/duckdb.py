@@ -52,6 +52,29 @@ def default_db_path() -> str:
     return os.environ.get("TRACELENS_DB") or DEFAULT_DB
 
 
+MAGIC = b"DUCK"  # a DuckDB database file's magic bytes, at offset 8 of its header
+
+
+def is_store(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is a DuckDB database file (its header, not its name, says so)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(12)[8:12] == MAGIC
+    except OSError:
+        return False
+
+
+def file_mode(path: str | os.PathLike[str]) -> int | None:
+    """The read/write permission bits of the store file at ``path`` (None when it cannot be
+    read): what is written from the store (a Parquet export) is kept as private."""
+    import stat
+
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode) & 0o666
+    except OSError:
+        return None
+
+
 def _duck_type(t: pa.DataType) -> str:
     if t == _MAP:
         return "STRUCT(key VARCHAR, value VARCHAR)[]"
@@ -283,25 +306,67 @@ class DuckDBStore:
     def count(self) -> int:
         return self._write("counting spans", self._count_on)
 
+    def count_spans(
+        self, *, start_ns: int | None = None, end_ns: int | None = None
+    ) -> tuple[int, int]:
+        """How many spans ``read`` would return for the window, and how many attributes they
+        carry, without reading them (the analysis budget is checked against them first)."""
+        size = "cardinality" if self._table == VIEW else "len"  # version 1: a MAP column
+        sql, params = self._select(f"count(*), sum({size}(attributes))", start_ns, end_ns)
+        self._heal()
+        with self._read_lock:
+            cur = self._reader.cursor()
+            try:
+                row = cur.execute(sql, params or None).fetchone()
+            except duckdb.Error as exc:
+                raise self._failed(exc, "counting spans") from None
+            finally:
+                cur.close()
+        return (int(row[0]), int(row[1] or 0)) if row else (0, 0)
+
     def read(
         self,
         columns: Sequence[str] | None = None,
         *,
         start_ns: int | None = None,
         end_ns: int | None = None,
+        trace_ids: Sequence[str] | pa.Array | pa.ChunkedArray | None = None,
+        attribute_keys: Sequence[str] | None = None,
     ) -> pa.Table:
-        """Whole traces (every span of each trace whose root window meets the time range)."""
+        """Whole traces: every span of each trace whose first span starts in [start_ns, end_ns)
+        and, with ``trace_ids``, only of those traces (ids not stored are no error: they are
+        simply not in the result).  With ``trace_ids`` the cost is one pass over the stored
+        trace ids, not a grouping of the whole store.  ``attribute_keys``: only these entries
+        of each span's ``attributes`` (what a reader needs, e.g. ``analysis.kinds``'
+        ``ANALYSIS_ATTRIBUTES``; less to copy out of the store)."""
         cols = list(columns) if columns else list(COLUMNS)
         unknown = [c for c in cols if c not in COLUMNS]
         if unknown:
             raise ValueError(f"unknown span columns: {', '.join(unknown)}")
-        sql, params = self._select(cols, start_ns, end_ns)
+        ids = None if trace_ids is None else _id_list(trace_ids)
+        by_rows = ids is not None and start_ns is None and end_ns is None and self._table == TABLE
+        select = self._projection(cols, attribute_keys)
         self._heal()
         with self._read_lock:
             cur = self._reader.cursor()
             try:
-                table = cur.sql(sql, params=params or None)
-                result = table.to_arrow_table()
+                if by_rows:
+                    # Two steps in one snapshot: where the traces' rows lie (a pass over the
+                    # trace_id column alone), then the columns of that row range only, so the
+                    # cost of the wide columns is the traces', not the store's.
+                    cur.execute("BEGIN TRANSACTION").fetchall()
+                    lo, hi = cur.execute(
+                        f"SELECT min(rowid), max(rowid) FROM {TABLE} "
+                        "WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))",
+                        [ids],
+                    ).fetchall()[0]
+                    rows = (0, -1) if lo is None else (int(lo), int(hi))
+                    sql, params = self._select(select, None, None, ids, rows)
+                    result = cur.sql(sql, params=params).to_arrow_table()
+                    cur.execute("COMMIT").fetchall()
+                else:
+                    sql, params = self._select(select, start_ns, end_ns, ids)
+                    result = cur.sql(sql, params=params or None).to_arrow_table()
             except duckdb.Error as exc:
                 raise self._failed(exc, "reading spans") from None
             finally:
@@ -317,6 +382,7 @@ class DuckDBStore:
         *,
         start_ns: int | None = None,
         end_ns: int | None = None,
+        trace_ids: Sequence[str] | pa.Array | pa.ChunkedArray | None = None,
         batch_rows: int = 65_536,
     ) -> tuple[pa.Schema, Iterator[pa.RecordBatch]]:
         """What ``read`` returns, as its schema and batches of at most ``batch_rows`` spans made
@@ -327,7 +393,9 @@ class DuckDBStore:
         if unknown:
             raise ValueError(f"unknown span columns: {', '.join(unknown)}")
         schema = pa.schema([SPAN_SCHEMA.field(c) for c in cols])
-        sql, params = self._select(cols, start_ns, end_ns)
+        sql, params = self._select(
+            ", ".join(cols), start_ns, end_ns, None if trace_ids is None else _id_list(trace_ids)
+        )
         self._heal()
         with self._read_lock:
             cur = self._reader.cursor()
@@ -356,26 +424,57 @@ class DuckDBStore:
 
         return schema, batches()
 
+    def _projection(self, cols: list[str], attribute_keys: Sequence[str] | None) -> str:
+        """The select list: ``cols``, with ``attributes`` cut down to ``attribute_keys``."""
+        if attribute_keys is None or "attributes" not in cols:
+            return ", ".join(cols)
+        if isinstance(attribute_keys, str):
+            raise ValueError("attribute_keys: give a sequence of keys, not one string")
+        keys = ", ".join("'" + str(k).replace("'", "''") + "'" for k in attribute_keys)
+        entries = "attributes" if self._table == TABLE else "map_entries(attributes)"
+        kept = f"list_filter({entries}, lambda e: e.key IN ({keys or 'NULL'}))"
+        if self._table != TABLE:
+            kept = f"map_from_entries({kept})"
+        return ", ".join(f"{kept} AS attributes" if c == "attributes" else c for c in cols)
+
     def _select(
-        self, cols: list[str], start_ns: int | None, end_ns: int | None
-    ) -> tuple[str, list[int]]:
+        self,
+        select: str,
+        start_ns: int | None,
+        end_ns: int | None,
+        trace_ids: list[str] | None = None,
+        rows: tuple[int, int] | None = None,
+    ) -> tuple[str, list[object]]:
         """The query ``read`` and ``read_batches`` run: whole traces whose first span starts in
-        [start_ns, end_ns)."""
-        params: list[int] = []
-        where = ""
-        if start_ns is not None or end_ns is not None:
-            conds = []
-            if start_ns is not None:
-                conds.append("t0 >= ?")
-                params.append(start_ns)
-            if end_ns is not None:
-                conds.append("t0 < ?")
-                params.append(end_ns)
-            where = (
-                f" WHERE trace_id IN (SELECT trace_id FROM (SELECT trace_id, min(start_ns) AS t0 "
-                f"FROM {self._table} GROUP BY trace_id) WHERE {' AND '.join(conds)})"
+        [start_ns, end_ns), of ``trace_ids`` only when given.  The ids go in as one list
+        parameter (a hash semi-join in DuckDB); the time window then groups only their rows.
+        ``rows`` (first, last rowid), with ``trace_ids`` only: where those traces' rows lie."""
+        params: list[object] = []
+        conds = []
+        if start_ns is not None:
+            conds.append("min(start_ns) >= ?")
+            params.append(start_ns)
+        if end_ns is not None:
+            conds.append("min(start_ns) < ?")
+            params.append(end_ns)
+        ids: list[object] = [] if trace_ids is None else [trace_ids]
+        if conds:
+            inner = f"SELECT trace_id FROM {self._table}"
+            if ids:
+                inner += " WHERE trace_id IN (SELECT unnest(?::VARCHAR[]))"
+            inner += f" GROUP BY trace_id HAVING {' AND '.join(conds)}"
+            return (
+                f"SELECT {select} FROM {self._table} WHERE trace_id IN ({inner})",
+                [*ids, *params],
             )
-        return f"SELECT {', '.join(cols)} FROM {self._table}{where}", params
+        if ids:
+            span = "" if rows is None else "rowid BETWEEN ? AND ? AND "
+            return (
+                f"SELECT {select} FROM {self._table} "
+                f"WHERE {span}trace_id IN (SELECT unnest(?::VARCHAR[]))",
+                [*(rows or ()), *ids],
+            )
+        return f"SELECT {select} FROM {self._table}", []
 
     def checkpoint(self) -> None:
         def work(con: duckdb.DuckDBPyConnection) -> int:
@@ -401,6 +500,22 @@ def open_store(
     path: str | os.PathLike[str] | None = None, *, read_only: bool = False
 ) -> DuckDBStore:
     return DuckDBStore(path or default_db_path(), read_only=read_only)
+
+
+def _id_list(trace_ids: Sequence[str] | pa.Array | pa.ChunkedArray) -> list[str]:
+    """``trace_ids`` as the list DuckDB binds; ``ValueError`` for a null or non-string id."""
+    if isinstance(trace_ids, (pa.Array, pa.ChunkedArray)):
+        if trace_ids.null_count:
+            raise ValueError("trace_ids: a trace id is null")
+        values = trace_ids.to_pylist()
+    else:
+        if isinstance(trace_ids, str):
+            raise ValueError("trace_ids: give a sequence of trace ids, not one string")
+        values = list(trace_ids)
+    for value in values:
+        if not isinstance(value, str):
+            raise ValueError(f"trace_ids: not a trace id string: {value!r}")
+    return values
 
 
 def _line(exc: BaseException) -> str:

@@ -11,6 +11,7 @@ from typing import Any, Generic, TypeVar
 from tracelens.analysis.diff.profile import FindingBrief
 from tracelens.analysis.fields import Record, fields_dict
 from tracelens.analysis.kinds import KINDS
+from tracelens.analysis.outputs import render
 
 SCHEMA = "tracelens.diff/1"
 
@@ -312,9 +313,9 @@ class Diff:
         return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
 
     def to_text(self) -> str:
-        from tracelens.analysis.diff.text import render_text
-
-        return render_text(self)
+        """The terminal text (``tracelens.render.diff_text``, once ``tracelens.render`` is
+        imported)."""
+        return render(self, "text")
 
 
 def _signed_ms(v: float) -> str:

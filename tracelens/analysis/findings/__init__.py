@@ -1,35 +1,27 @@
 """The bottleneck finder: what to do about the critical path, and what each change would save.
 
-Detectors (``parallel``, ``repeats``, ``tail``) turn the analysed traces into candidates, each
-with its remedy stated as a what-if :class:`~tracelens.analysis.findings.replay.Change`; one
-replay mechanism (``replay``) re-times the affected traces with the change applied and reads
-off their new latency, so every saving in the output comes from the same model (``assess``).
-Findings (``finding.Finding``) are ordered by total saving over all traces (the sum of
-per-trace savings), most first.
+Detectors (one per finding type, named in ``FindingType``'s table and called through
+``detectors``: ``parallel``, ``repeats``, ``tail``, ...) turn the analysed traces into
+candidates, each with its remedy stated as a what-if
+:class:`~tracelens.analysis.findings.replay.Change`; one replay mechanism (``replay``) re-times
+the affected traces with the change applied and reads off their new latency, so every saving in
+the output comes from the same model (``assess``).  Findings (``finding.Finding``) are ordered
+by total saving over all traces (the sum of per-trace savings), most first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from tracelens.analysis.core import TraceAnalysis
-from tracelens.analysis.findings.assess import assess
+from tracelens.analysis.findings.assess import Scored, assess, rank
 from tracelens.analysis.findings.candidate import Candidate
+from tracelens.analysis.findings.detectors import Inputs, detector
 from tracelens.analysis.findings.features import Features, features
 from tracelens.analysis.findings.finding import Evidence, Finding, FindingType
-from tracelens.analysis.findings.hops import groups
-from tracelens.analysis.findings.launch_bound import launch_bound_candidates
-from tracelens.analysis.findings.parallel import n_plus_one_candidates, parallel_candidates
-from tracelens.analysis.findings.repeats import (
-    DEFAULT_WINDOW_S,
-    cacheable_candidates,
-    find_repeats,
-    find_retries,
-    repeated_write_candidates,
-    retry_candidates,
-)
+from tracelens.analysis.findings.repeats import DEFAULT_WINDOW_S
 from tracelens.analysis.findings.replay import Change
-from tracelens.analysis.findings.tail import tail_candidates
 from tracelens.analysis.findings.timeline import Timeline, build_timeline
 
 
@@ -39,33 +31,36 @@ def candidates(
     window_s: float = DEFAULT_WINDOW_S,
     fe: Features | None = None,
 ) -> list[Candidate]:
-    """Every detector's candidates, before replay."""
-    fe = fe if fe is not None else features(ta.spans)
-    retry, failed = find_retries(tl, fe)
-    rp = find_repeats(tl, fe, ta.spans, retry)
-    hops, evidence = groups(tl, fe, ta.spans, rp.polling)
-    return [
-        *parallel_candidates(ta.spans, hops, evidence),
-        *n_plus_one_candidates(ta.spans, hops),
-        *cacheable_candidates(tl, fe, ta.spans, retry, window_s, rp),
-        *retry_candidates(tl, fe, ta.spans, retry, failed),
-        *repeated_write_candidates(tl, fe, ta.spans, retry),
-        *tail_candidates(ta, tl, fe),
-        *launch_bound_candidates(ta, tl),
-    ]
+    """Every detector's candidates, before replay: the detector ``FindingType``'s table names
+    for each type, in the table's order, all reading the same ``Inputs``."""
+    inputs = Inputs(ta, tl, fe if fe is not None else features(ta.spans), window_s)
+    found: list[Candidate] = []
+    for kind in FindingType:
+        detect = detector(kind)
+        if detect is not None:
+            found += detect(inputs)
+    return found
 
 
-def find_all(ta: TraceAnalysis, *, window_s: float = DEFAULT_WINDOW_S) -> list[Finding]:
-    """The findings of ``docs/analysis-json.md``, most total saving first."""
+def find_all(
+    ta: TraceAnalysis,
+    *,
+    window_s: float = DEFAULT_WINDOW_S,
+    timeline: Timeline | None = None,
+    extra: Sequence[Scored] = (),
+) -> list[Finding]:
+    """The findings of ``docs/analysis-json.md``, most total saving first: the detectors' and
+    the ``extra`` ones (what-ifs asked for, built on ``timeline``, the replay's timeline of
+    ``ta`` when the caller has it) in one order."""
     if ta.spans.height == 0:
-        return []
+        return rank(extra)
     # The span features (Polars, which releases the GIL) and the replay's timeline (NumPy)
     # need nothing from each other: build them side by side.
     with ThreadPoolExecutor(max_workers=1) as pool:
         fe_job = pool.submit(features, ta.spans)
-        tl = build_timeline(ta.tree)
+        tl = build_timeline(ta.tree) if timeline is None else timeline
         fe = fe_job.result()
-    return assess(ta, tl, candidates(ta, tl, window_s, fe))
+    return assess(ta, tl, candidates(ta, tl, window_s, fe), extra)
 
 
 __all__ = [
@@ -73,8 +68,10 @@ __all__ = [
     "Evidence",
     "Finding",
     "FindingType",
+    "Scored",
     "Timeline",
     "build_timeline",
     "candidates",
     "find_all",
+    "rank",
 ]

@@ -7,6 +7,9 @@ form is ``Analysis.to_dict``'s business).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import polars as pl
 
@@ -105,34 +108,51 @@ def _merge(changes: list[Change]) -> Change:
     )
 
 
-def assess(ta: TraceAnalysis, tl: Timeline, cands: list[Candidate]) -> list[Finding]:
-    """Replayed findings, most total saving first."""
+@dataclass(frozen=True)
+class Scored:
+    """A finding built outside the detectors (a what-if asked for) and the span rows its change
+    touches, so it is ordered and cross-checked with the detectors' findings by ``rank``."""
+
+    finding: Finding
+    rows: np.ndarray
+
+
+def assess(
+    ta: TraceAnalysis, tl: Timeline, cands: list[Candidate], extra: Sequence[Scored] = ()
+) -> list[Finding]:
+    """Replayed findings, with the ``extra`` ones joined, most total saving first (``rank``)."""
     cands = shortlist(tl, cands)
     if not cands:
-        return []
+        return rank(extra)
     touched = [_touched(tl, c) for c in cands]
     examples = [_example_trace(tl, c) for c in cands]
     new_lat, retimed = replay_all(tl, [c.change for c in cands], touched, examples)
-    out: list[Finding] = []
+    out: list[Scored] = []
     kept: list[int] = []
-    rows: list[np.ndarray] = []
     for k, cand in enumerate(cands):
         # A shared replay also changed other candidates' traces: take only this one's.
         projected = tl.latency.astype(np.float64)
         projected[touched[k]] = new_lat[k][touched[k]]
         f = _finding(ta, tl, cand, projected)
         if f is not None:
-            out.append(f)
+            out.append(Scored(f, np.unique(cand.change.rows(tl.n))))
             kept.append(k)
-            rows.append(np.unique(cand.change.rows(tl.n)))
-    for f, ex in zip(
+    for s, ex in zip(
         out, _examples(ta, tl, [(cands[k], examples[k], retimed[k]) for k in kept]), strict=True
     ):
-        f.example = ex
+        s.finding.example = ex
+    return rank([*out, *extra])
+
+
+def rank(scored: Sequence[Scored]) -> list[Finding]:
+    """The one order of findings (docs/analysis-json.md): most total saving first, ties by type
+    then names; then the rules over the ordered list: N+1 and parallelizable cross-referenced,
+    overlapping changes marked as alternatives, top changes flagged."""
     order = sorted(
-        range(len(out)), key=lambda k: (-out[k].total_saving_ms, out[k].type.rank, out[k].names)
+        scored,
+        key=lambda s: (-s.finding.total_saving_ms, s.finding.type.rank, s.finding.names),
     )
-    out, rows = [out[k] for k in order], [rows[k] for k in order]
+    out, rows = [s.finding for s in order], [s.rows for s in order]
     _cross_reference(out)
     _alternatives(out, rows)
     for f in out:
@@ -311,8 +331,10 @@ def _path_summaries(ta: TraceAnalysis, top: int = 5) -> dict[str, list[PathOp]]:
 __all__ = [
     "MAX_PER_TYPE",
     "SAVING_FLOOR_MS",
+    "Scored",
     "assess",
     "potential",
+    "rank",
     "replay_all",
     "shortlist",
     "top_change",

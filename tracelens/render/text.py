@@ -1,16 +1,23 @@
-"""Terminal tables for ``tracelens analyze --format text``, read from the typed results."""
+"""Terminal tables for ``tracelens analyze --format text``, read from the typed results.
+
+The text renderer of an ``Analysis`` (``render_text``, registered as its ``"text"`` output:
+``Analysis.to_text``).  What a finding type shows comes from the type (``Finding.label``, its
+details' ``text_lines``), so nothing here branches on the type.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from tracelens.analysis.findings.finding import CacheDetails, Finding, WhatIfDetails
+from tracelens.analysis.findings.finding import Finding
+from tracelens.analysis.hotspots import CpuHotspots
 from tracelens.analysis.kinds import KINDS
+from tracelens.analysis.outputs import register
+from tracelens.analysis.result import Analysis
+from tracelens.analysis.stages import Stages
 from tracelens.analysis.summary import TraceSummary
-
-if TYPE_CHECKING:
-    from tracelens.analysis.result import Analysis
+from tracelens.analysis.tokens import ModelFit
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool]) -> str:
@@ -27,14 +34,14 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence
     return "\n".join([line(cells[0]), rule, *(line(r) for r in cells[1:])])
 
 
+def clip(text: str, n: int = 48) -> str:
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
 def _fmt(v: Any) -> str:
     if isinstance(v, float):
         return f"{v:,.1f}"
     return str(v)
-
-
-def _clip(text: str, n: int = 48) -> str:
-    return text if len(text) <= n else text[: n - 1] + "…"
 
 
 def render_text(analysis: Analysis, top: int = 10) -> str:
@@ -88,7 +95,7 @@ def _traces_table(analysis: Analysis, top: int) -> str:
     rows = [
         [
             t.trace_id,
-            _clip(t.root_name, 36),
+            clip(t.root_name, 36),
             t.duration_ms,
             t.spans,
             _largest(t),
@@ -112,8 +119,8 @@ def _operations_table(analysis: Analysis, top: int) -> str:
     head = ["service", "operation", "kind", "count", "p50 ms", "p95 ms", "critical ms", "share"]
     rows = [
         [
-            _clip(o.service, 24),
-            _clip(o.name),
+            clip(o.service, 24),
+            clip(o.name),
             o.kind,
             o.count,
             o.p50_ms,
@@ -150,7 +157,7 @@ def _gpu_lines(analysis: Analysis, top: int) -> list[str]:
                 ["model call", "trace", "ms", "cpu busy", "gpu busy", "gpu ms", "launches"],
                 [
                     [
-                        _clip(c.name, 36),
+                        clip(c.name, 36),
                         c.trace_id[:16],
                         c.duration_ms,
                         _share(c.cpu_share),
@@ -169,8 +176,6 @@ def _gpu_lines(analysis: Analysis, top: int) -> list[str]:
 def _latency_model_lines(analysis: Analysis, top: int) -> list[str]:
     """Request latency per root operation (when there are cold starts or several roots), the
     stage breakdown, and the per-model token fits (when any model call has token counts)."""
-    from tracelens.analysis import stages, tokens
-
     out: list[str] = []
     head = analysis.request_latency
     if head.cold_starts or len(head.by_operation) > 1:
@@ -184,7 +189,7 @@ def _latency_model_lines(analysis: Analysis, top: int) -> list[str]:
             + [head.latency_ms[q] for q in quantiles]
         ]
         rows += [
-            [_clip(o.service, 24), _clip(o.name), o.traces] + [o.latency_ms[q] for q in quantiles]
+            [clip(o.service, 24), clip(o.name), o.traces] + [o.latency_ms[q] for q in quantiles]
             for o in head.by_operation[:top]
         ]
         out += [
@@ -198,24 +203,20 @@ def _latency_model_lines(analysis: Analysis, top: int) -> list[str]:
         ]
         out += [f"  cold start: {c.name} ({c.service}) {c.duration_ms:,.1f} ms"
                 for c in head.cold_starts[:top]]  # fmt: skip
-    out += ["", stages.render_text(analysis.stages, top=top)]
+    out += ["", stages_text(analysis.stages, top=top)]
     if analysis.models:
-        out += ["", tokens.render_text(analysis.models, top=top)]
+        out += ["", tokens_text(analysis.models, top=top)]
     return out
 
 
 def _hotspot_lines(analysis: Analysis, top: int) -> list[str]:
     """The critical-path CPU profile, when any span carries CPU stacks."""
-    from tracelens.analysis.hotspots import render_text as hotspots_text
-
     hot = analysis.cpu_hotspots
     return ["", hotspots_text(hot, top=top).rstrip("\n")] if hot.spans else []
 
 
 def _finding_lines(f: Finding) -> list[str]:
-    head = f"- {f.type.value} [{f.confidence}]"
-    if isinstance(f.details, WhatIfDetails):
-        head = f"- what_if {f.details.what_if} [{f.confidence}]"
+    head = f"- {f.label} [{f.confidence}]"
     if f.parent:
         head += f" under {f.parent}"
     head += f": {', '.join(f.names)}"
@@ -228,12 +229,8 @@ def _finding_lines(f: Finding) -> list[str]:
         lines.append(f"    alternative to finding #{f.alternative_to + 1}: not an additive saving")
     elif not f.top_change:
         lines.append("    a note, not a top change")
-    if isinstance(f.details, CacheDetails):
-        extra = []
-        if f.details.identical_results is not None:
-            extra.append(f"identical results: {'yes' if f.details.identical_results else 'no'}")
-        extra.append(f"suggested TTL {f.details.suggested_ttl_s:g} s")
-        lines.append("    " + "; ".join(extra))
+    if f.details is not None:
+        lines += [f"    {line}" for line in f.details.text_lines()]
     if f.explanation:
         lines.append(f"    {f.explanation}")
     return lines
@@ -242,3 +239,105 @@ def _finding_lines(f: Finding) -> list[str]:
 def _largest(t: TraceSummary) -> str:
     largest = t.largest_kind()
     return "-" if largest is None else f"{largest[0]} {largest[1]:.0%}"
+
+
+def stages_text(st: Stages, top: int = 5) -> str:
+    """The stage table for the terminal (``analyze`` text output, ``make demo``)."""
+    lines = ["Stages (critical-path ms per trace; share of the p99 traces)"]
+    if not st.operations:
+        lines.append("  (no request traces)")
+    for op in st.operations[:top]:
+        lat = op.latency_ms
+        lines.append(
+            f"  {op.service} / {op.name}: {op.traces:,} trace{'' if op.traces == 1 else 's'}, "
+            f"p50 {lat['p50']:,.1f} ms, "
+            f"p99 {lat['p99']:,.1f} ms"
+        )
+        lines.append(f"    {'stage':<10}{'p50':>10}{'p95':>10}{'p99':>10}{'p99 share':>11}")
+        for s in op.stages:
+            lines.append(
+                f"    {s.stage.value:<10}{s.p50_ms:>10,.1f}{s.p95_ms:>10,.1f}"
+                f"{s.p99_ms:>10,.1f}{s.p99_share:>11.0%}"
+            )
+    if st.cold_start_traces:
+        n = st.cold_start_traces
+        lines.append(f"  ({n:,} cold-start trace{'' if n == 1 else 's'} reported apart)")
+    return "\n".join(lines)
+
+
+def tokens_text(fits: list[ModelFit], top: int = 5) -> str:
+    lines = ["Model calls per token (T = a + L_in*prefill + L_out*decode)"]
+    if not fits:
+        lines.append("  (no model calls with token counts)")
+    for f in fits[:top]:
+        d = f.to_dict()
+        aside = (
+            f", {f.warmup_calls} warm-up call{'' if f.warmup_calls == 1 else 's'} set aside "
+            "(first at a shape)"
+            if f.warmup_calls
+            else ""
+        )
+        if not f.reliable:
+            scores = "" if f.status == "too_few_calls" else f" (R2 {f.r2:.2f}, MdAPE {f.mdape:.0%})"
+            lines.append(
+                f"  {f.model} @ {f.server}: {f.n} calls ({f.source}){aside}: no reliable fit: "
+                f"{f.reason}{scores}"
+            )
+            continue
+        lines.append(
+            f"  {f.model} @ {f.server}: {f.n} calls ({f.source}){aside}, "
+            f"a {d['intercept_ms']:,.1f} ms, "
+            f"prefill {d['prefill_ms_per_token']:.3f} ms/token, decode "
+            f"{d['decode_ms_per_token']:.3f} ms/token, R2 {f.r2:.2f}, MdAPE {f.mdape:.0%}; "
+            f"queue p50 {f.queue_ms['p50']:,.1f} ms; {f.output_tokens_per_s:,.0f} output tokens/s"
+            + ("" if f.status == "ok" else f" ({f.note()})")
+        )
+    return "\n".join(lines)
+
+
+def hotspots_text(hotspots: CpuHotspots, top: int = 10) -> str:
+    """The terminal table: critical-path CPU by entry point, function and module, then the
+    same off the path."""
+    if hotspots.spans == 0:
+        return "CPU hotspots: no span carries tracelens.cpu_stacks (configure(profile=True))\n"
+    lines = [f"CPU hotspots ({hotspots.spans:,} profiled spans in {hotspots.traces:,} traces)"]
+    for title, side in (
+        ("on the critical path (latency)", hotspots.critical_path),
+        ("off the critical path (capacity, not latency)", hotspots.off_path),
+    ):
+        lines.append(f"  {title}: {side.total_ms:,.1f} ms CPU")
+        if side.total_ms <= 0:
+            continue
+        entries = side.entry_points[:top]
+        width = min(60, max([len(e.function) for e in entries] + [24]))
+        lines.append(f"    {'calls out of the traced code':<{width}}  {'ms':>10} {'share':>6}"
+                     f"  {'p50/p95 per trace':>22}")  # fmt: skip
+        for e in entries:
+            pt = e.per_trace_ms
+            lines.append(
+                f"    {_cut(e.function, width):<{width}}  {e.ms:>10,.1f} {e.share:>6.1%}  "
+                f"{f'{pt.p50:,.1f} / {pt.p95:,.1f} ms':>22}"
+            )
+        functions = side.functions[:top]
+        width = min(60, max([len(f.function) for f in functions] + [24]))
+        lines.append(f"    {'function (by self time)':<{width}}  {'self ms':>10} {'self':>6}  "
+                     f"{'incl ms':>10} {'incl':>6}")  # fmt: skip
+        for f in functions:
+            lines.append(
+                f"    {_cut(f.function, width):<{width}}  {f.self_ms:>10,.1f} {f.self_share:>6.1%}"
+                f"  {f.inclusive_ms:>10,.1f} {f.inclusive_share:>6.1%}"
+            )
+        mods = ", ".join(f"{m.module} {m.share:.0%}" for m in side.modules[:top])
+        lines.append(f"    by module (self time): {mods}")
+    for w in hotspots.warnings:
+        lines.append(f"  warning: {w}")
+    return "\n".join(lines) + "\n"
+
+
+def _cut(name: str, width: int) -> str:
+    return name if len(name) <= width else "…" + name[-(width - 1) :]
+
+
+register(Analysis, "text", render_text)
+
+__all__ = ["clip", "hotspots_text", "render_text", "stages_text", "table", "tokens_text"]

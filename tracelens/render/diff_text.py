@@ -1,14 +1,14 @@
-"""Terminal text for ``tracelens diff --format text``: the verdict first, then the tables."""
+"""Terminal text for ``tracelens diff --format text``: the verdict first, then the tables.
+
+The text renderer of a ``Diff`` (registered as its ``"text"`` output: ``Diff.to_text``).
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from tracelens.analysis.text import _clip, table
-
-if TYPE_CHECKING:
-    from tracelens.analysis.diff.profile import FindingBrief
-    from tracelens.analysis.diff.result import Attribution, Change, Diff, OperationDiff, RootDiff
+from tracelens.analysis.diff.profile import FindingBrief
+from tracelens.analysis.diff.result import Attribution, Change, Diff, OperationDiff, RootDiff
+from tracelens.analysis.outputs import register
+from tracelens.render.text import clip, table
 
 TOP_OPERATIONS = 12
 MARK = {"regression": "REGRESSION", "improvement": "improvement", "unchanged": "", "too_few": "?"}
@@ -107,7 +107,7 @@ def _latency_row(c: Change) -> list[str]:
 
 
 def _attribution(a: Attribution) -> list[str]:
-    parts = [f"{_signed(c.delta_ms)} ms {_clip(c.name, 40)} ({c.kind})" for c in a.operations[:4]]
+    parts = [f"{_signed(c.delta_ms)} ms {clip(c.name, 40)} ({c.kind})" for c in a.operations[:4]]
     kinds = ", ".join(
         f"{k} {_signed(n - b)}" for k, (b, n) in a.kinds.items() if abs(n - b) >= 0.05
     )
@@ -120,7 +120,7 @@ def _attribution(a: Attribution) -> list[str]:
 
 
 def _operation_row(op: OperationDiff) -> list[str]:
-    cells = [_clip(op.name), op.kind]
+    cells = [clip(op.name), op.kind]
     for c in op.changes:
         flag = " !" if c.verdict.value == "regression" else ""
         cells.append(f"{_ms(c.base_ms)} -> {_ms(c.new_ms)}{flag}")
@@ -156,5 +156,10 @@ def _finding_line(f: FindingBrief) -> str:
         + (f", saving p50 {f.saving_p50_ms:,.1f} ms" if f.saving_p50_ms else "")
     )
 
+
+__all__ = ["render_text"]
+
+
+register(Diff, "text", render_text)
 
 __all__ = ["render_text"]
