@@ -163,6 +163,8 @@ def bench_crisp(tmp: str, opts: argparse.Namespace) -> dict[str, bool]:
             env = {**os.environ, "PYTHONPATH": opts.before}
             before.append(timed(cli, env=env, cwd=opts.before))
         phases.append(run_phases(db, out + ".phases", opts.format))
+        # The phases did what the command does: the same output, byte for byte.
+        assert Path(out).read_bytes() == Path(out + ".phases").read_bytes(), "phases differ"
         loads.append(_load())
     if not opts.keep:
         shutil.rmtree(jaeger, ignore_errors=True)

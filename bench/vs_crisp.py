@@ -224,31 +224,37 @@ def lap(name):
     clock[:] = [now, cpu]
 import click
 import tracelens.cli.analyze
+import tracelens.render
 from tracelens import api
 from tracelens.analysis import ANALYSIS_COLUMNS
+from tracelens.analysis.budget import check, table_counts
 from tracelens.analysis.core import analyze_traces
 from tracelens.analysis.result import Analysis
 from tracelens.collector import reader
-from tracelens.analysis import findings, stages, tokens, gpu, coldstart, hotspots, text
+from tracelens.engines import get_engine
+from tracelens.analysis import findings, stages, tokens, gpu, coldstart, hotspots
+from tracelens.render import text
 lap("imports")
 db, out, fmt = sys.argv[1:4]
+get_engine("embedded")
+named, narrow = api._budget_source((), db, None)
+check(reader.count_store(db), None, named, narrow)
 loaded = api.load_spans(db=db, columns=ANALYSIS_COLUMNS)
-lap("store read")
+check(table_counts(loaded.spans), None, named, narrow)
+lap("store read (budget checks included)")
 ta = analyze_traces(loaded.spans)
 lap("critical path (tree, kinds, walk)")
 found = findings.find_all(ta)
 lap("findings")
 result = Analysis(traces=ta, findings=found, warnings=[*loaded.warnings, *ta.warnings])
-if fmt == "json":
-    doc = result.to_dict()
-else:  # what render_text reads
+if True:  # what the text and the JSON read (the JSON writes the traces as it goes)
     for name in ("summary", "stages", "models", "gpu_model_calls", "request_latency",
                  "operations", "cpu_hotspots"):
         getattr(result, name)
     result.slowest(10)
 lap("summaries")
 if fmt == "json":
-    rendered = json.dumps(doc, indent=2, ensure_ascii=False)
+    rendered = result.to_json()
 else:
     rendered = result.to_text(None)
 with open(out, "w", encoding="utf-8") as f:
