@@ -54,8 +54,11 @@ class _Rows:
         return pa.Table.from_arrays(arrays, schema=SPAN_SCHEMA)
 
 
-def make_varied(n_traces: int, seed: int = 0, first: int = 0) -> pa.Table:
-    """``n_traces`` varied traces (~21 spans each), numbered from ``first``, as a span table."""
+def make_varied(
+    n_traces: int, seed: int = 0, first: int = 0, n_steps: tuple[int, int] = (4, 7)
+) -> pa.Table:
+    """``n_traces`` varied traces (~21 spans each), numbered from ``first``, as a span table.
+    Each agent runs ``n_steps[0]`` to ``n_steps[1] - 1`` steps ((5, 8): ~25 spans a trace)."""
     rng = np.random.default_rng(seed * 1_000_003 + first)
     rows = _Rows(seed * 1_000_003 + first)
     for i in range(first, first + n_traces):
@@ -63,7 +66,7 @@ def make_varied(n_traces: int, seed: int = 0, first: int = 0) -> pa.Table:
         t0 = START_NS + i * 30 * 10**9
         steps: list[tuple[str, int, int, list[tuple[int, int, int]]]] = []
         cursor = t0 + int(rng.integers(1, 5)) * MS
-        for _ in range(int(rng.integers(4, 7))):
+        for _ in range(int(rng.integers(*n_steps))):
             step_start = cursor
             step = int(rng.integers(STEPS))
             pool = np.arange(step * POOL, (step + 1) * POOL) % TOOLS  # the tools a step uses
@@ -119,14 +122,17 @@ def make_varied(n_traces: int, seed: int = 0, first: int = 0) -> pa.Table:
     return rows.table()
 
 
-def write_store(path: str, n_traces: int, seed: int = 0, chunk: int = 2000) -> int:
+def write_store(
+    path: str, n_traces: int, seed: int = 0, chunk: int = 2000, n_steps: tuple[int, int] = (4, 7)
+) -> int:
     """Write ``n_traces`` varied traces into a DuckDB store in chunks."""
     from tracelens.store import DuckDBStore
 
     added = 0
     with DuckDBStore(path) as store:
         for k in range(0, n_traces, chunk):
-            added += store.append(make_varied(min(chunk, n_traces - k), seed=seed, first=k))
+            table = make_varied(min(chunk, n_traces - k), seed=seed, first=k, n_steps=n_steps)
+            added += store.append(table)
     return added
 
 

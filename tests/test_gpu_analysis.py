@@ -346,3 +346,19 @@ def test_bad_gpu_values_are_absent_not_a_crash() -> None:
     (op,) = [o for o in result.operations if o.name == "step"]
     assert op.gpu_busy_share == 0.0 and op.gpu_ms == 0.0  # measured (the trace says so), idle
     assert result.to_dict()["summary"]["gpu_measured_traces"] == 1
+
+
+def test_span_gpu_is_made_once_per_analysis_and_never_mixed_up() -> None:
+    """The summary, the operations, the model calls and a finder ask for the same analysis's
+    GPU figures; they are computed once (issue 26), and another analysis gets its own: 200 ms
+    of device time written on the step is what each analysis reports, by hand."""
+    from tracelens.analysis.gpu import span_gpu
+
+    busy = analyze_traces(make_spans(_step("generate", 250, {A.GPU_NS: 200 * MS})))
+    idle = analyze_traces(make_spans(_step("generate", 250, {A.GPU_NS: 0})))
+    first = span_gpu(busy)
+    assert span_gpu(busy) is first
+    assert first.busy_ns.tolist() == [0.0, 200.0 * MS]
+    assert span_gpu(idle).busy_ns.tolist() == [0.0, 0.0]
+    assert span_gpu(busy) is not first  # recomputed once the other analysis asked
+    assert span_gpu(busy).busy_ns.tolist() == [0.0, 200.0 * MS]

@@ -72,7 +72,8 @@ def attribute_columns(spans: pl.DataFrame, keys: Sequence[str]) -> list[pl.Serie
     lens = attrs.map.len().fill_null(0).to_numpy()
     flat_keys = attrs.map.keys().explode(empty_as_null=False, keep_nulls=False)
     hit = flat_keys.is_in(wanted).to_numpy()
-    rows = np.repeat(np.arange(n, dtype=np.int64), lens)[hit]
+    # The row of each wanted entry: the first row whose entries end after it (no per-entry array).
+    rows = np.searchsorted(np.cumsum(lens, dtype=np.int64), np.flatnonzero(hit), side="right")
     code = flat_keys.filter(hit).cast(pl.Enum(wanted)).to_physical().to_numpy()
     values = attrs.map.values().explode(empty_as_null=False, keep_nulls=False).filter(hit)
     out = []

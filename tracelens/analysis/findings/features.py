@@ -100,12 +100,13 @@ _EFFECT_SQL = (
     r"|lo_import|lo_unlink|dblink_exec|txid_current|last_insert_id|get_lock|sp_getapplock)\b\s*\("
 )
 # SQL that is different on every call: never a cache candidate.
-_VOLATILE_SQL = (
-    r"(?i)\b(nextval|setval|currval|lastval|now|random|rand|uuid_generate_v\d|gen_random_uuid"
+_VOLATILE_SQL_NAMES = (
+    r"nextval|setval|currval|lastval|now|random|rand|uuid_generate_v\d|gen_random_uuid"
     r"|newid|sysdate|sysdatetime|getdate|current_timestamp|current_date|current_time"
     r"|clock_timestamp|statement_timestamp|localtimestamp|txid_current|last_insert_id"
-    r"|uuid)\b\s*(\(|$|[\s,;)])"
+    r"|uuid"
 )
+_VOLATILE_SQL = rf"(?i)\b({_VOLATILE_SQL_NAMES})\b\s*(\(|$|[\s,;)])"
 # Reads whose answer changes with every call by nature (the clock, a random pick, a fresh id, a
 # nonce): never cacheable, at any confidence.  Whole words of the name, tool or URL path.
 _VOLATILE_WORDS = (
@@ -230,6 +231,7 @@ class _Attrs:
         )
         self.picked = self.long.filter(pl.col("key").is_in(list(_READ_KEYS)))
         self._first: dict[tuple[str, ...], pl.DataFrame] = {}
+        self._urls: pl.Series | None = None
 
     def first(self, keys: tuple[str, ...]) -> pl.DataFrame:
         """(_i, value) of the first of ``keys`` each span has (in the order given); several
@@ -238,6 +240,13 @@ class _Attrs:
         if got is None:
             got = self._first[keys] = self._lookup(keys)
         return got
+
+    def urls(self) -> pl.Series:
+        """``url_canonical`` of ``first(_URL_KEYS)["value"]``, made once for the rules that
+        read URLs."""
+        if self._urls is None:
+            self._urls = url_canonical(self.first(_URL_KEYS)["value"])
+        return self._urls
 
     def _lookup(self, keys: tuple[str, ...]) -> pl.DataFrame:
         sub = self.picked.filter(pl.col("key").is_in(list(keys)))
@@ -403,6 +412,52 @@ def _url_path(url: str) -> str:
     return path.split("?", 1)[0].split("#", 1)[0]
 
 
+def url_canonical(values: pl.Series, *, bare_whole: bool = False) -> pl.Series:
+    """Per URL (or bare path), vectorised: ``x://HOST/PATH``, or ``/PATH`` without a scheme,
+    the query and fragment cut off.  The URL rules read only the host and the path
+    (``_url_path``, ``_url_reason``, ``resource_of_url``), so each gives the same answer for a
+    URL and for its canonical form, and the Python rules run once per distinct host and path
+    instead of once per distinct URL (queries make nearly every URL distinct).  Literal splits
+    only, as ``_url_path`` makes them.  ``bare_whole``: a value without ``://`` is kept whole
+    (``is_volatile_text`` reads all of a text that is no URL)."""
+    v = pl.col("v")
+    scheme = v.str.contains("://", literal=True)
+    rest = pl.when(scheme).then(v.str.splitn("://", 2).struct.field("field_1")).otherwise(v)
+    parts = rest.str.splitn("/", 2)
+    after = parts.struct.field("field_1")
+    path = (
+        pl.when(after.is_not_null())
+        .then("/" + after.str.splitn("?", 2).struct.field("field_0"))
+        .otherwise(pl.lit(""))
+        .str.splitn("#", 2)
+        .struct.field("field_0")
+    )
+    bare = v if bare_whole else path
+    canon = pl.when(scheme).then("x://" + parts.struct.field("field_0") + path).otherwise(bare)
+    canon = pl.when(v.is_not_null()).then(canon)
+    return pl.DataFrame({"v": values}).select(canon.alias(values.name)).to_series()
+
+
+def _literals(alternation: str) -> list[str]:
+    """The literal head of each alternative of a regex alternation of words (``uuid`` of
+    ``uuid_generate_v\\d``): a text the regex matches (case-insensitively) holds one of them."""
+    heads = [re.match(r"[a-z_]*", alt).group(0) for alt in alternation.split("|")]  # type: ignore[union-attr]
+    assert all(heads), alternation
+    return heads
+
+
+_VOLATILE_SQL_HEADS = "|".join(_literals(_VOLATILE_SQL_NAMES))
+_VOLATILE_WORD_HEADS = "|".join(_literals(_VOLATILE_WORDS))
+
+
+def _may_hold(values: pl.Series, heads: str) -> np.ndarray:
+    """Values that may match a regex of the words ``heads`` stands for: an ASCII text whose
+    lower case holds one of them, and every non-ASCII text (case folding beyond ASCII is left to
+    Python's ``re``).  A superset of the matches, computed without Python per value."""
+    maybe = values.str.to_lowercase().str.contains(heads) | values.str.contains(r"[^\x00-\x7F]")
+    return maybe.fill_null(False).to_numpy()
+
+
 def _url_reason(url: str) -> str | None:
     """A word of the URL path that says it changes state (``/queues/render/pop``)."""
     words = _url_path(url).replace("/", " ").replace("-", " ").replace("_", " ").lower()
@@ -413,10 +468,45 @@ def _url_reason(url: str) -> str | None:
 def is_volatile_text(text: str) -> bool:
     """Whether a name, tool or URL path says the answer changes on every call (the clock, a
     random pick, a nonce, a live price) or the SQL calls a volatile function."""
-    if _VOLATILE_RE.search(text):
-        return True
+    return _volatile_call(text) or _volatile_words(text)
+
+
+def _volatile_call(text: str) -> bool:
+    return _VOLATILE_RE.search(text) is not None
+
+
+def _volatile_words(text: str) -> bool:
     words = _CAMEL_RE.sub(r"\1 \2", _url_path(text) if "://" in text else text).lower()
     return _VOLATILE_WORDS_RE.search(words.replace("/", " ").replace("-", " ")) is not None
+
+
+def volatile(values: pl.Series, canonical: pl.Series | None = None) -> np.ndarray:
+    """``is_volatile_text`` of every value as a bool array (null: False), each regex run in
+    Python only on the distinct values that may match it (``_may_hold``), the words on the
+    canonical URL (``url_canonical``: they read its path alone).  ``canonical``: the values'
+    ``url_canonical`` where the caller has it (mostly distinct values, URLs: not deduplicated)."""
+    if canonical is None:
+        uniq = values.unique().drop_nulls()
+        hit = _volatile_of(uniq, url_canonical(uniq, bare_whole=True))
+        if not hit.any():
+            return np.zeros(len(values), dtype=bool)
+        return values.is_in(uniq.filter(pl.Series(hit)).implode()).fill_null(False).to_numpy()
+    scheme = values.str.contains("://", literal=True).fill_null(False)
+    subject = pl.select(pl.when(scheme).then(canonical).otherwise(values)).to_series()
+    return _volatile_of(values, subject)
+
+
+def _volatile_of(values: pl.Series, subject: pl.Series) -> np.ndarray:
+    """``is_volatile_text`` of ``values`` given ``subject``, their ``url_canonical`` with
+    ``bare_whole`` (null: False)."""
+    out = np.zeros(len(values), dtype=bool)
+    maybe = _may_hold(values, _VOLATILE_SQL_HEADS)
+    if maybe.any():
+        out[maybe] = _which(values.filter(pl.Series(maybe)), _volatile_call)
+    maybe = _may_hold(subject, _VOLATILE_WORD_HEADS) & ~out
+    if maybe.any():
+        out[maybe] = _which(subject.filter(pl.Series(maybe)), _volatile_words)
+    return out
 
 
 def _db_op_reason(op: str) -> str | None:
@@ -455,7 +545,7 @@ def _write_reasons(
         (_URL_KEYS, _url_reason),
     ):
         got = attrs.first(keys)
-        judged = _by_value(got["value"], fn)
+        judged = _by_value(attrs.urls() if keys == _URL_KEYS else got["value"], fn)
         hit = judged.is_not_null().to_numpy()
         put(got["_i"].to_numpy()[hit], judged.filter(pl.Series(hit)))
     tools = attrs.first((A.GEN_AI_TOOL_NAME,))
@@ -706,10 +796,11 @@ def _may_write(
 def _volatile(attrs: _Attrs, names: pl.Series) -> np.ndarray:
     """Calls whose answer changes on every call by nature: by name, tool name, URL path or a
     volatile SQL function (``is_volatile_text``)."""
-    out = _which(names, is_volatile_text)
+    out = volatile(names)
     for keys in ((A.GEN_AI_TOOL_NAME,), _URL_KEYS, _SQL_KEYS):
         got = attrs.first(keys)
-        out[got["_i"].to_numpy()[_which(got["value"], is_volatile_text)]] = True
+        urls = attrs.urls() if keys == _URL_KEYS else None
+        out[got["_i"].to_numpy()[volatile(got["value"], urls)]] = True
     return out
 
 
@@ -754,7 +845,7 @@ def _resource(attrs: _Attrs, spans: pl.DataFrame) -> np.ndarray:
         (_URL_KEYS, resource_of_url),
     ):
         got = attrs.first(keys)
-        named = _by_value(got["value"], fn)
+        named = _by_value(attrs.urls() if keys == _URL_KEYS else got["value"], fn)
         ok = named.is_not_null().to_numpy() & ~claimed[got["_i"].to_numpy()]
         rows = got["_i"].to_numpy()[ok]
         out[rows] = _hash(named.filter(pl.Series(ok)))

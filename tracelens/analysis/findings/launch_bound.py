@@ -48,8 +48,6 @@ def launch_bound_candidates(ta: TraceAnalysis, tl: Timeline) -> list[Candidate]:
     if sp.height == 0:
         return []
     g = span_gpu(ta)
-    source, busy_col = attribute_columns(sp, (A.GPU_SOURCE, A.GPU_NS))
-    busy_known = busy_col.is_not_null().to_numpy()
     self_ns = sp["self_ns"].to_numpy().astype(np.float64)
     cpu = sp["self_cpu_ns"].cast(pl.Float64).to_numpy()
     cpu_known = ~np.isnan(cpu)
@@ -62,7 +60,6 @@ def launch_bound_candidates(ta: TraceAnalysis, tl: Timeline) -> list[Candidate]:
     hit = (
         sp["model_call"].to_numpy()
         & g.measured
-        & busy_known
         & cpu_known
         & on_path
         & ((g.launches > 0) | (device_ns > 0))
@@ -70,6 +67,10 @@ def launch_bound_candidates(ta: TraceAnalysis, tl: Timeline) -> list[Candidate]:
         & (on_cpu >= HOST_ON_CPU_MIN)
         & (self_ns > 0)
     )
+    if not hit.any():  # most analyses: no GPU-measured model call; skip reading the attributes
+        return []
+    source, busy_col = attribute_columns(sp, (A.GPU_SOURCE, A.GPU_NS))
+    hit &= busy_col.is_not_null().to_numpy()
     rows = np.flatnonzero(hit)
     if len(rows) == 0:
         return []
