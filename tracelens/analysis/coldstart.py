@@ -30,11 +30,13 @@ STARTUP_NAME = (
 )
 
 
-def cold_start_mask(ta: TraceAnalysis) -> np.ndarray:
+def cold_start_mask(trace_analysis: TraceAnalysis) -> np.ndarray:
     """Per trace (trace-number order): whether it is a cold start."""
-    n = ta.traces.height
-    root_says = ta.traces["root_name"].str.contains(STARTUP_NAME).fill_null(False).to_numpy()
-    sp = ta.spans.select(
+    n = trace_analysis.traces.height
+    root_says = (
+        trace_analysis.traces["root_name"].str.contains(STARTUP_NAME).fill_null(False).to_numpy()
+    )
+    sp = trace_analysis.spans.select(
         "_trace",
         pl.col("name").str.contains(STARTUP_NAME).fill_null(False).alias("startup"),
         (
@@ -97,9 +99,9 @@ def _latency(ms: np.ndarray) -> dict[str, float]:
     }
 
 
-def headline(ta: TraceAnalysis) -> Headline:
-    cold = cold_start_mask(ta)
-    tr = ta.traces.with_columns(pl.Series("_cold", cold))
+def headline(trace_analysis: TraceAnalysis) -> Headline:
+    cold = cold_start_mask(trace_analysis)
+    tr = trace_analysis.traces.with_columns(pl.Series("_cold", cold))
     warm = tr.filter(~pl.col("_cold"))
     by_op = [
         OperationLatency(

@@ -51,17 +51,23 @@ class SpanGpu:
 _LAST: list[tuple[weakref.ref[pl.DataFrame], weakref.ref[pl.DataFrame], SpanGpu]] = []
 
 
-def span_gpu(ta: TraceAnalysis) -> SpanGpu:
+def span_gpu(trace_analysis: TraceAnalysis) -> SpanGpu:
     """The GPU figures of every span.  A span is measured when its trace was chosen for GPU
     measurement (``tracelens.gpu_measured`` true on any of its spans: the choice is made at
     the root) or it carries ``gpu_ns`` / ``gpu_wait_ns`` itself, unless it says
     ``gpu_measured`` false.  Computed once per analysis (the tables are only read once made)."""
     for spans, traces, got in _LAST:
-        if spans() is ta.spans and traces() is ta.traces:
+        if spans() is trace_analysis.spans and traces() is trace_analysis.traces:
             return got
-    got = _span_gpu(ta)
+    got = _span_gpu(trace_analysis)
     # Dropped with its tables (the callback may drop a newer answer: a recomputation, no harm).
-    _LAST[:] = [(weakref.ref(ta.spans, _forget), weakref.ref(ta.traces, _forget), got)]
+    _LAST[:] = [
+        (
+            weakref.ref(trace_analysis.spans, _forget),
+            weakref.ref(trace_analysis.traces, _forget),
+            got,
+        )
+    ]
     return got
 
 
@@ -69,8 +75,8 @@ def _forget(_: object) -> None:
     _LAST.clear()
 
 
-def _span_gpu(ta: TraceAnalysis) -> SpanGpu:
-    sp = ta.spans
+def _span_gpu(trace_analysis: TraceAnalysis) -> SpanGpu:
+    sp = trace_analysis.spans
     cols = {c.name: c for c in attribute_columns(sp, _KEYS)}
 
     def num(key: str) -> np.ndarray:
@@ -84,7 +90,7 @@ def _span_gpu(ta: TraceAnalysis) -> SpanGpu:
     said_no = flag.is_in(_FALSE).fill_null(False).to_numpy()
     has_figures = (cols[A.GPU_NS].is_not_null() | cols[A.GPU_WAIT_NS].is_not_null()).to_numpy()
     trace = sp["_trace"].to_numpy()
-    n_traces = ta.traces.height
+    n_traces = trace_analysis.traces.height
     chosen = np.bincount(trace, weights=said_yes, minlength=n_traces) > 0
     own = (said_yes | has_figures) & ~said_no
     measured = (own | chosen[trace]) & ~said_no
@@ -119,12 +125,12 @@ def busy_share(busy_ns: float, window_ns: float) -> float:
     return min(1.0, busy_ns / window_ns) if window_ns > 0 else 0.0
 
 
-def operation_gpu(ta: TraceAnalysis, g: SpanGpu | None = None) -> pl.DataFrame:
+def operation_gpu(trace_analysis: TraceAnalysis, g: SpanGpu | None = None) -> pl.DataFrame:
     """Per (service, name): ``cpu_share`` (on-CPU share of the self time of its spans with
     ``cpu_ns``), ``gpu_ms`` and ``gpu_busy_share`` (over its GPU-measured spans' self time;
     null when none was measured)."""
-    g = span_gpu(ta) if g is None else g
-    sp = ta.spans
+    g = span_gpu(trace_analysis) if g is None else g
+    sp = trace_analysis.spans
     has_cpu = sp["self_cpu_ns"].is_not_null()
     df = pl.DataFrame(
         {
@@ -160,16 +166,18 @@ def operation_gpu(ta: TraceAnalysis, g: SpanGpu | None = None) -> pl.DataFrame:
     )
 
 
-def trace_gpu_idle(ta: TraceAnalysis, g: SpanGpu | None = None) -> tuple[np.ndarray, np.ndarray]:
+def trace_gpu_idle(
+    trace_analysis: TraceAnalysis, g: SpanGpu | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """Per trace number: (critical-path ns with a GPU working for the request, path ns), NaN
     busy where the trace was not GPU-measured.  A section's GPU-working time is its length
     times its span's device side (``kinds.gpu_fraction``)."""
-    g = span_gpu(ta) if g is None else g
-    n = ta.traces.height
-    main = ta.sections.filter(pl.col("main"))
+    g = span_gpu(trace_analysis) if g is None else g
+    n = trace_analysis.traces.height
+    main = trace_analysis.sections.filter(pl.col("main"))
     rows = main["_i"].to_numpy().astype(np.int64)
     dur = (main["end_ns"] - main["start_ns"]).to_numpy().astype(np.float64)
-    trace = ta.spans["_trace"].to_numpy()[rows]
+    trace = trace_analysis.spans["_trace"].to_numpy()[rows]
     busy = np.bincount(trace, weights=dur * g.device[rows], minlength=n)
     path = np.bincount(trace, weights=dur, minlength=n)
     return np.where(g.trace_measured, busy, np.nan), path
@@ -213,13 +221,13 @@ class ModelCallGpu:
 MAX_MODEL_CALLS = 20  # GPU-measured model calls the analysis document lists
 
 
-def model_calls(ta: TraceAnalysis, g: SpanGpu | None = None) -> list[ModelCallGpu]:
+def model_calls(trace_analysis: TraceAnalysis, g: SpanGpu | None = None) -> list[ModelCallGpu]:
     """Every GPU-measured model call (``kinds.model_call``), longest first."""
-    g = span_gpu(ta) if g is None else g
-    sp = ta.spans
+    g = span_gpu(trace_analysis) if g is None else g
+    sp = trace_analysis.spans
     rows = np.flatnonzero(sp["model_call"].to_numpy() & g.measured)
     on_path = np.zeros(sp.height, dtype=bool)
-    on_path[ta.sections.filter(pl.col("main"))["_i"].to_numpy()] = True
+    on_path[trace_analysis.sections.filter(pl.col("main"))["_i"].to_numpy()] = True
     part = sp.select("trace_id", "span_id", "name", "service", "start_ns", "end_ns",
                      "self_ns", "self_cpu_ns")[rows.tolist()]  # fmt: skip
     out = []

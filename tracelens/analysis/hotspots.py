@@ -186,9 +186,9 @@ def parse_stacks(value: Any) -> tuple[list[tuple[Stack, int]], list[str]]:
     return out, errors
 
 
-def cpu_hotspots(ta: TraceAnalysis) -> CpuHotspots:
+def cpu_hotspots(trace_analysis: TraceAnalysis) -> CpuHotspots:
     """The functions behind critical-path CPU time, and those off it (see the module doc)."""
-    sp = ta.spans
+    sp = trace_analysis.spans
     stacks_col = pl.col("attributes").map.get(A.CPU_STACKS)
     prof = sp.select(
         "_i", "_trace", "span_id", "self_ns", "mix_cpu", stacks_col.alias("_s")
@@ -196,7 +196,7 @@ def cpu_hotspots(ta: TraceAnalysis) -> CpuHotspots:
     if prof.height == 0:
         empty = Profile(0.0, (), (), (), ())
         return CpuHotspots(empty, empty, 0, 0)
-    main = ta.sections.filter(pl.col("main") & pl.col("_i").is_in(prof["_i"].implode()))
+    main = trace_analysis.sections.filter(pl.col("main") & pl.col("_i").is_in(prof["_i"].implode()))
     on_by_span = dict(main.group_by("_i").agg(pl.col("cpu_ns").sum()).iter_rows())
     on_acc = _Acc()
     off_acc = _Acc()

@@ -227,7 +227,7 @@ def analyze_spans(
 
 
 def complete(
-    ta: TraceAnalysis,
+    trace_analysis: TraceAnalysis,
     *,
     top: int | None = None,
     findings: bool = True,
@@ -244,7 +244,9 @@ def complete(
     (alternatives, top change); those saving at least ``what_if_threshold_ms`` at p50
     (``whatif.DEFAULT_THRESHOLD_MS`` when None) are reported, and every one asked for gets an
     answer in ``Analysis.what_ifs``.  ``findings=False`` leaves the detectors out, not them."""
-    result = Analysis(traces=ta, warnings=[*(warnings or []), *ta.warnings], top=top)
+    result = Analysis(
+        traces=trace_analysis, warnings=[*(warnings or []), *trace_analysis.warnings], top=top
+    )
     if not findings and not what_ifs:
         return result
     from tracelens.analysis.findings import Scored, build_timeline, find_all, rank
@@ -254,11 +256,13 @@ def complete(
     if what_ifs:
         from tracelens.analysis.whatif import DEFAULT_THRESHOLD_MS, assessed
 
-        if ta.spans.height:
-            timeline = build_timeline(ta.tree)
+        if trace_analysis.spans.height:
+            timeline = build_timeline(trace_analysis.tree)
         threshold = DEFAULT_THRESHOLD_MS if what_if_threshold_ms is None else what_if_threshold_ms
         extra, result.what_ifs = assessed(
-            ta, what_ifs, threshold_ms=threshold, fits=result.models, timeline=timeline
+            trace_analysis, what_ifs, threshold_ms=threshold, fits=result.models, timeline=timeline
         )
-    result.findings = find_all(ta, timeline=timeline, extra=extra) if findings else rank(extra)
+    result.findings = (
+        find_all(trace_analysis, timeline=timeline, extra=extra) if findings else rank(extra)
+    )
     return result

@@ -66,15 +66,15 @@ class Demand:
     model_timing: str  # engine | client | mixed | none: who timed the model seconds
 
 
-def demand(ta: TraceAnalysis) -> Demand:
-    cold = cold_start_mask(ta)
+def demand(trace_analysis: TraceAnalysis) -> Demand:
+    cold = cold_start_mask(trace_analysis)
     warm = np.flatnonzero(~cold)
-    n_tr = ta.traces.height
-    sp = ta.spans
+    n_tr = trace_analysis.traces.height
+    sp = trace_analysis.spans
     trace = sp["_trace"].to_numpy()
     cpu_ns = sp["self_cpu_ns"].fill_null(0).to_numpy().astype(np.float64)
     cpu = np.bincount(trace, weights=cpu_ns, minlength=n_tr)
-    c = calls(ta)
+    c = calls(trace_analysis)
     parent = sp["_parent"].to_numpy().astype(np.int64)
     # Model seconds: every call with tokens, minus the time counted by a traced call inside it.
     model = np.zeros(n_tr)
@@ -95,7 +95,7 @@ def demand(ta: TraceAnalysis) -> Demand:
     cls = inherited_classes(own, parent)
     outer_tool = (own == 2) & ((parent < 0) | (cls[np.maximum(parent, 0)] != 2))
     tool_calls = np.bincount(trace, weights=outer_tool, minlength=n_tr)
-    lat = ta.traces["duration_ns"].to_numpy().astype(np.float64) / 1e9
+    lat = trace_analysis.traces["duration_ns"].to_numpy().astype(np.float64) / 1e9
     w = warm
     if len(w) == 0:
         return Demand(0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, False, timing)
@@ -243,7 +243,7 @@ def _resource(
 
 
 def size_traces(
-    ta: TraceAnalysis,
+    trace_analysis: TraceAnalysis,
     *,
     concurrency: int,
     latency_target_ms: float,
@@ -253,7 +253,7 @@ def size_traces(
     """The sizing of ``docs/analysis-json.md`` ("Sizing") for analysed traces."""
     if concurrency < 1 or latency_target_ms <= 0:
         raise ValueError("concurrency must be >= 1 and latency_target_ms > 0")
-    d = demand(ta)
+    d = demand(trace_analysis)
     target_s = latency_target_ms / 1e3
     lam = concurrency / target_s
     res = [

@@ -113,16 +113,16 @@ def calls_a_server(spans: pl.DataFrame, parent: np.ndarray) -> np.ndarray:
     return out
 
 
-def stage_table(ta: TraceAnalysis) -> pl.DataFrame:
+def stage_table(trace_analysis: TraceAnalysis) -> pl.DataFrame:
     """One row per trace (trace-number order): main root, latency and ns per stage.
 
     The stages of a trace sum to its main root's critical-path time.
     """
-    sp = ta.spans
+    sp = trace_analysis.spans
     parent = sp["_parent"].to_numpy().astype(np.int64)
     cls = inherited_classes(span_classes(sp), parent)
     transfer = calls_a_server(sp, parent)
-    main = ta.sections.filter(pl.col("main"))
+    main = trace_analysis.sections.filter(pl.col("main"))
     rows = main["_i"].to_numpy().astype(np.int64)
     dur = (main["end_ns"] - main["start_ns"]).to_numpy().astype(np.float64)
     cpu = main["cpu_ns"].to_numpy().astype(np.float64)
@@ -140,12 +140,12 @@ def stage_table(ta: TraceAnalysis) -> pl.DataFrame:
         Stage.OTHER: np.where(rest, dur - schedule, 0.0),
     }
     trace = sp["_trace"].to_numpy()[rows]
-    n_traces = ta.traces.height
+    n_traces = trace_analysis.traces.height
     cols = [
         pl.Series(f"{s.value}_ns", np.bincount(trace, weights=per[s], minlength=n_traces))
         for s in STAGES
     ]
-    return ta.traces.select(
+    return trace_analysis.traces.select(
         "trace_id", "root_service", "root_name", "duration_ns", "start_ns"
     ).with_columns(cols)
 
@@ -192,12 +192,12 @@ def _pct(v: np.ndarray, q: float) -> float:
     return round(float(np.percentile(v, q)), 3) if len(v) else 0.0
 
 
-def stages(ta: TraceAnalysis, table: pl.DataFrame | None = None) -> Stages:
+def stages(trace_analysis: TraceAnalysis, table: pl.DataFrame | None = None) -> Stages:
     """The stage breakdown per root operation, cold starts left out, busiest operation first."""
     from tracelens.analysis.coldstart import cold_start_mask
 
-    table = stage_table(ta) if table is None else table
-    cold = cold_start_mask(ta)
+    table = stage_table(trace_analysis) if table is None else table
+    cold = cold_start_mask(trace_analysis)
     warm = table.filter(pl.Series(~cold))
     ops: list[OperationStages] = []
     for (service, name), part in warm.group_by("root_service", "root_name", maintain_order=True):

@@ -116,17 +116,17 @@ class TraceSummary:
         return k, ms[k] / total
 
 
-def summary(ta: TraceAnalysis) -> Summary:
-    busy, path = gpu.trace_gpu_idle(ta)
+def summary(trace_analysis: TraceAnalysis) -> Summary:
+    busy, path = gpu.trace_gpu_idle(trace_analysis)
     measured = ~np.isnan(busy)
-    lat_ms = ta.traces["duration_ns"].to_numpy() / 1e6
-    by_kind = {k: float(ta.traces[f"{k}_ns"].sum()) / 1e6 for k in KINDS}
+    lat_ms = trace_analysis.traces["duration_ns"].to_numpy() / 1e6
+    by_kind = {k: float(trace_analysis.traces[f"{k}_ns"].sum()) / 1e6 for k in KINDS}
     total = sum(by_kind.values())
     latency = percentiles(lat_ms)
     latency["max"] = round(float(lat_ms.max()), 3) if len(lat_ms) else 0.0
     return Summary(
-        traces=ta.traces.height,
-        spans=ta.spans.height,
+        traces=trace_analysis.traces.height,
+        spans=trace_analysis.spans.height,
         latency_ms=latency,
         critical_path_ms={k: round(v, 3) for k, v in by_kind.items()},
         critical_path_share={
@@ -142,16 +142,16 @@ def summary(ta: TraceAnalysis) -> Summary:
     )
 
 
-def operations(ta: TraceAnalysis) -> pl.DataFrame:
+def operations(trace_analysis: TraceAnalysis) -> pl.DataFrame:
     """One row per (service, name): its kind, count, duration percentiles, critical time."""
-    main = ta.sections.filter(pl.col("main"))
+    main = trace_analysis.sections.filter(pl.col("main"))
     crit = main.group_by("service", "name").agg(
         ((pl.col("end_ns") - pl.col("start_ns")).sum() / 1e6).alias("critical_ms")
     )
     total_crit = float(crit["critical_ms"].sum()) if crit.height else 0.0
     dur_ms = (pl.col("end_ns") - pl.col("start_ns")) / 1e6
     ops = (
-        ta.spans.group_by("service", "name")
+        trace_analysis.spans.group_by("service", "name")
         .agg(
             pl.col("kind_resolved").mode().sort().first().alias("kind"),
             pl.len().alias("count"),
@@ -161,7 +161,7 @@ def operations(ta: TraceAnalysis) -> pl.DataFrame:
             (pl.col("end_ns") - pl.col("start_ns")).sum().alias("_total_ns"),
         )
         .join(crit, on=["service", "name"], how="left")
-        .join(gpu.operation_gpu(ta), on=["service", "name"], how="left")
+        .join(gpu.operation_gpu(trace_analysis), on=["service", "name"], how="left")
         .with_columns(pl.col("critical_ms").fill_null(0.0))
         .with_columns(
             (pl.col("critical_ms") / total_crit if total_crit > 0 else pl.lit(0.0)).alias(
@@ -174,23 +174,23 @@ def operations(ta: TraceAnalysis) -> pl.DataFrame:
 
 
 def traces_list(
-    ta: TraceAnalysis, top: int | None = None, trace_ids: Sequence[str] | None = None
+    trace_analysis: TraceAnalysis, top: int | None = None, trace_ids: Sequence[str] | None = None
 ) -> list[TraceSummary]:
     """Traces slowest first, each with its main root's critical path (only ``trace_ids`` when
     given)."""
-    tr = ta.traces
+    tr = trace_analysis.traces
     if trace_ids is not None:
         tr = tr.filter(pl.col("trace_id").is_in(list(trace_ids)))
     tr = tr.sort(["duration_ns", "trace_id"], descending=[True, False])
     if top is not None:
         tr = tr.head(top)
     keep = tr["trace_id"].to_list()
-    main = ta.sections.filter(pl.col("main") & pl.col("trace_id").is_in(keep))
+    main = trace_analysis.sections.filter(pl.col("main") & pl.col("trace_id").is_in(keep))
     secs = main.select("trace_id", *PATH_COLUMNS).partition_by(
         "trace_id", as_dict=True, maintain_order=True, include_key=False
     )
     no_path = main.select(PATH_COLUMNS).clear()
-    busy, path_ns = gpu.trace_gpu_idle(ta)
+    busy, path_ns = gpu.trace_gpu_idle(trace_analysis)
     out = []
     for row in tr.iter_rows(named=True):
         path = secs.get((row["trace_id"],))
@@ -213,7 +213,7 @@ def traces_list(
     return out
 
 
-def operations_list(ta: TraceAnalysis) -> list[Operation]:
+def operations_list(trace_analysis: TraceAnalysis) -> list[Operation]:
     """Every operation, most critical-path time first (the rows of ``operations``)."""
     return [
         Operation(
@@ -230,7 +230,7 @@ def operations_list(ta: TraceAnalysis) -> list[Operation]:
             gpu_ms=r["gpu_ms"],
             gpu_busy_share=r["gpu_busy_share"],
         )
-        for r in operations(ta).iter_rows(named=True)
+        for r in operations(trace_analysis).iter_rows(named=True)
     ]
 
 

@@ -65,9 +65,9 @@ TTFC = "gen_ai.response.time_to_first_chunk"
 RESPONSE_MODEL = "gen_ai.response.model"
 
 
-def calls(ta: TraceAnalysis) -> pl.DataFrame:
+def calls(trace_analysis: TraceAnalysis) -> pl.DataFrame:
     """One row per model call with token counts: model, server, L_in, L_out and timings (s)."""
-    sp = ta.spans
+    sp = trace_analysis.spans
     n = sp.height
     parent = sp["_parent"].to_numpy().astype(np.int64)
     dur = (sp["end_ns"] - sp["start_ns"]).to_numpy().astype(np.float64) / 1e9
@@ -363,9 +363,9 @@ def fit_group(model: str, server: str, part: pl.DataFrame) -> ModelFit:
     )
 
 
-def token_fits(ta: TraceAnalysis, table: pl.DataFrame | None = None) -> list[ModelFit]:
+def token_fits(trace_analysis: TraceAnalysis, table: pl.DataFrame | None = None) -> list[ModelFit]:
     """One fit per (model, server), most calls first."""
-    table = calls(ta) if table is None else table
+    table = calls(trace_analysis) if table is None else table
     out = [
         fit_group(str(model), str(server), part)
         for (model, server), part in table.group_by("model", "server", maintain_order=True)

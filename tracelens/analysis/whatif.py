@@ -120,17 +120,22 @@ def _pcts(v: np.ndarray) -> dict[str, float]:
 class _Model:
     """Per-span facts the model what-ifs need, computed once."""
 
-    def __init__(self, ta: TraceAnalysis, tl: Timeline, fits: list[ModelFit] | None) -> None:
-        self.ta, self.tl = ta, tl
-        self.fits = {(f.model, f.server): f for f in (fits if fits is not None else token_fits(ta))}
-        self.calls = calls(ta)
-        sp = ta.spans
+    def __init__(
+        self, trace_analysis: TraceAnalysis, timeline: Timeline, fits: list[ModelFit] | None
+    ) -> None:
+        self.trace_analysis, self.timeline = trace_analysis, timeline
+        self.fits = {
+            (f.model, f.server): f
+            for f in (fits if fits is not None else token_fits(trace_analysis))
+        }
+        self.calls = calls(trace_analysis)
+        sp = trace_analysis.spans
         self.parent = sp["_parent"].to_numpy().astype(np.int64)
         self.wait = (sp["kind_resolved"] == A.WAIT).to_numpy()
 
     def subtree(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(span rows, index into ``rows`` of their call) for every span under each call."""
-        owner = np.full(self.tl.n, -1, dtype=np.int64)
+        owner = np.full(self.timeline.n, -1, dtype=np.int64)
         owner[rows] = np.arange(len(rows))
         # Pointer jumping: each span's nearest ancestor-or-self that is one of ``rows``.
         anc = self.parent.copy()
@@ -218,7 +223,7 @@ def _change_queue(m: _Model) -> tuple[Change, int]:
     factor_rows = rows[engine_q]
     factor = np.clip(keep[engine_q], 0.0, 1.0)
     # A traced queue: wait spans directly under any model call.
-    model = m.ta.spans["model_call"].to_numpy()
+    model = m.trace_analysis.spans["model_call"].to_numpy()
     p = m.parent
     waits = np.flatnonzero(m.wait & (p >= 0) & model[np.maximum(p, 0)])
     return Change(instant=waits, factor_rows=factor_rows, factor=factor), len(waits) + len(
@@ -226,19 +231,19 @@ def _change_queue(m: _Model) -> tuple[Change, int]:
     )
 
 
-def final_calls(ta: TraceAnalysis) -> np.ndarray:
+def final_calls(trace_analysis: TraceAnalysis) -> np.ndarray:
     """Per trace: the row of the model call on its main critical path that ends last (-1)."""
-    main = ta.sections.filter(pl.col("main"))
+    main = trace_analysis.sections.filter(pl.col("main"))
     rows = main["_i"].to_numpy().astype(np.int64)
-    model = ta.spans["model_call"].to_numpy()
-    trace = ta.spans["_trace"].to_numpy()
-    end = ta.spans["end_ns"].to_numpy()
+    model = trace_analysis.spans["model_call"].to_numpy()
+    trace = trace_analysis.spans["_trace"].to_numpy()
+    end = trace_analysis.spans["end_ns"].to_numpy()
     # Sections of spans under a model call count for that call: take the outermost call.
-    parent = ta.spans["_parent"].to_numpy().astype(np.int64)
+    parent = trace_analysis.spans["_parent"].to_numpy().astype(np.int64)
     top = _outermost(model, parent)
     on = top[rows]
     on = on[on >= 0]
-    out = np.full(ta.traces.height, -1, dtype=np.int64)
+    out = np.full(trace_analysis.traces.height, -1, dtype=np.int64)
     if len(on) == 0:
         return out
     order = np.argsort(end[on], kind="stable")
@@ -265,8 +270,8 @@ def _outermost(model: np.ndarray, parent: np.ndarray) -> np.ndarray:
 
 def _project_stream(m: _Model) -> Projection:
     """Perceived latency: time from the trace's start to its final model call's first token."""
-    ta, tl = m.ta, m.tl
-    final = final_calls(ta)
+    trace_analysis, timeline = m.trace_analysis, m.timeline
+    final = final_calls(trace_analysis)
     c = m.calls
     row_of = {int(r): k for k, r in enumerate(c["_i"].to_list())}
     rows, keep = [], []
@@ -290,18 +295,20 @@ def _project_stream(m: _Model) -> Projection:
         keep.append(min(first / model_s, 1.0) if model_s > 0 else 1.0)
     rows_a = np.asarray(rows, dtype=np.int64)
     change = m.compress(rows_a, np.asarray(keep, dtype=np.float64))
-    rp = replay(tl, change)
-    projected = tl.latency.astype(np.float64).copy()
-    main = tl.main_root
+    rp = replay(timeline, change)
+    projected = timeline.latency.astype(np.float64).copy()
+    main = timeline.main_root
     for call in rows_a.tolist():
-        t = int(tl.trace[call])
+        t = int(timeline.trace[call])
         # Only the call and what is under it changed: its start is the observed one.
-        projected[t] = float(tl.start[call] - tl.start[main[t]]) + float(rp.dur[call])
-    return Projection(WhatIf("stream"), tl.latency.astype(np.float64), projected, change, len(rows))
+        projected[t] = float(timeline.start[call] - timeline.start[main[t]]) + float(rp.dur[call])
+    return Projection(
+        WhatIf("stream"), timeline.latency.astype(np.float64), projected, change, len(rows)
+    )
 
 
 def _change_co_locate(m: _Model, rtt_ms: float) -> tuple[Change, int]:
-    sp = m.ta.spans
+    sp = m.trace_analysis.spans
     hops = np.flatnonzero(calls_a_server(sp, m.parent))
     self_ns = sp["self_ns"].to_numpy().astype(np.float64)[hops]
     keep = np.where(self_ns > 0, np.minimum(rtt_ms * 1e6 / np.maximum(self_ns, 1.0), 1.0), 1.0)
@@ -309,23 +316,23 @@ def _change_co_locate(m: _Model, rtt_ms: float) -> tuple[Change, int]:
     return Change(factor_rows=hops[touched], factor=keep[touched]), int(touched.sum())
 
 
-def prefetch_reads(ta: TraceAnalysis, share: float = PREFETCH_SHARE) -> np.ndarray:
+def prefetch_reads(trace_analysis: TraceAnalysis, share: float = PREFETCH_SHARE) -> np.ndarray:
     """Rows of reads to prefetch: tool hops (not under a model call) that start before the
     first model call of their trace, lie on the main critical path, and whose (service, name)
     is on the path of at least ``share`` of its root operation's traces with one set of
     arguments (``tracelens.args_hash``, else ``url.full`` / ``http.url`` / ``db.query.text``)."""
-    sp = ta.spans
+    sp = trace_analysis.spans
     parent = sp["_parent"].to_numpy().astype(np.int64)
     cls = inherited_classes(span_classes(sp), parent)
     own = span_classes(sp)
-    n_traces = ta.traces.height
+    n_traces = trace_analysis.traces.height
     trace = sp["_trace"].to_numpy()
     start = sp["start_ns"].to_numpy()
     model = sp["model_call"].to_numpy()
     first_model = np.full(n_traces, np.iinfo(np.int64).max, dtype=np.int64)
     np.minimum.at(first_model, trace[model], start[model])
     on_path = np.zeros(sp.height, dtype=bool)
-    on_path[ta.sections.filter(pl.col("main"))["_i"].to_numpy()] = True
+    on_path[trace_analysis.sections.filter(pl.col("main"))["_i"].to_numpy()] = True
     # A read: a tool hop whose own class is tool (the outermost tool span of the hop).
     outer_tool = (own == 2) & (cls[np.maximum(parent, 0)] != 2) | ((own == 2) & (parent < 0))
     cand = outer_tool & on_path & (start < first_model[trace])
@@ -340,7 +347,7 @@ def prefetch_reads(ta: TraceAnalysis, share: float = PREFETCH_SHARE) -> np.ndarr
             attrs.map.get(A.DB_QUERY_TEXT),
         ).alias("args")
     )["args"]
-    roots = ta.traces.select("root_service", "root_name")
+    roots = trace_analysis.traces.select("root_service", "root_name")
     op_of_trace = (roots["root_service"] + "\x00" + roots["root_name"]).to_numpy()
     df = pl.DataFrame(
         {
@@ -372,15 +379,15 @@ def prefetch_reads(ta: TraceAnalysis, share: float = PREFETCH_SHARE) -> np.ndarr
 
 
 def project(
-    ta: TraceAnalysis,
+    trace_analysis: TraceAnalysis,
     what: WhatIf,
     *,
     fits: list[ModelFit] | None = None,
-    tl: Timeline | None = None,
+    timeline: Timeline | None = None,
 ) -> Projection:
     """Every trace's latency with ``what`` applied, from the replay."""
-    tl = build_timeline(ta.tree) if tl is None else tl
-    m = _Model(ta, tl, fits)
+    timeline = build_timeline(trace_analysis.tree) if timeline is None else timeline
+    m = _Model(trace_analysis, timeline, fits)
     if what.kind == "stream":
         return _project_stream(m)
     if what.kind in ("trim_context", "cap_output"):
@@ -390,12 +397,14 @@ def project(
     elif what.kind == "co_locate":
         change, n = _change_co_locate(m, float(what.value or 0.0))
     else:
-        rows = prefetch_reads(ta)
+        rows = prefetch_reads(trace_analysis)
         change, n = Change(instant=rows), len(rows)
-    observed = tl.latency.astype(np.float64)
+    observed = timeline.latency.astype(np.float64)
     if n == 0:
         return Projection(what, observed, observed.copy(), change, 0)
-    return Projection(what, observed, replay(tl, change).latency.astype(np.float64), change, n)
+    return Projection(
+        what, observed, replay(timeline, change).latency.astype(np.float64), change, n
+    )
 
 
 _TITLES = {
@@ -454,7 +463,7 @@ def _why_nothing(m: _Model, what: WhatIf) -> str:
 
 
 def assessed(
-    ta: TraceAnalysis,
+    trace_analysis: TraceAnalysis,
     whats: Sequence[WhatIf],
     *,
     threshold_ms: float = DEFAULT_THRESHOLD_MS,
@@ -465,20 +474,26 @@ def assessed(
     findings of docs/analysis-json.md (type ``what_if``) with the span rows they change, for
     ``findings.rank`` to order with the detectors' findings; and for every what-if asked for,
     an answer: a finding, or the reason there is none (issue 25).  ``timeline`` is the replay's
-    timeline of ``ta`` (built here when not given)."""
+    timeline of ``trace_analysis`` (built here when not given)."""
     if not whats:
         return [], []
-    if ta.spans.height == 0:
+    if trace_analysis.spans.height == 0:
         return [], [Answer(w.label, False, "no spans") for w in whats]
-    tl = build_timeline(ta.tree) if timeline is None else timeline
-    fits = token_fits(ta) if fits is None else fits
+    timeline = build_timeline(trace_analysis.tree) if timeline is None else timeline
+    fits = token_fits(trace_analysis) if fits is None else fits
     out: list[Scored] = []
     said: list[Answer] = []
     for what in whats:
-        p = project(ta, what, fits=fits, tl=tl)
-        touched = np.unique(tl.trace[p.change.rows(tl.n)]) if p.calls else np.zeros(0, int)
+        p = project(trace_analysis, what, fits=fits, timeline=timeline)
+        touched = (
+            np.unique(timeline.trace[p.change.rows(timeline.n)]) if p.calls else np.zeros(0, int)
+        )
         if len(touched) == 0:
-            said.append(Answer(what.label, False, _why_nothing(_Model(ta, tl, fits), what)))
+            said.append(
+                Answer(
+                    what.label, False, _why_nothing(_Model(trace_analysis, timeline, fits), what)
+                )
+            )
             continue
         saving = p.saving_ns[touched] / 1e6
         p50 = float(np.percentile(saving, 50))
@@ -498,11 +513,11 @@ def assessed(
             f"{what.label}: {title}: saves {p50:,.1f} ms at p50 over {len(touched)} traces "
             f"({p.calls} spans changed), through the replay"
         )
-        rows = np.unique(p.change.rows(tl.n))
+        rows = np.unique(p.change.rows(timeline.n))
         found = Finding(
             type=FindingType.WHAT_IF,
-            names=sorted(set(ta.spans["name"].gather(rows).to_list()))[:10],
-            services=sorted(set(ta.spans["service"].gather(rows).to_list()))[:10],
+            names=sorted(set(trace_analysis.spans["name"].gather(rows).to_list()))[:10],
+            services=sorted(set(trace_analysis.spans["service"].gather(rows).to_list()))[:10],
             parent=None,
             parent_service=None,
             traces=len(touched),
@@ -520,7 +535,7 @@ def assessed(
 
 
 def answers(
-    ta: TraceAnalysis,
+    trace_analysis: TraceAnalysis,
     whats: Sequence[WhatIf],
     *,
     threshold_ms: float = DEFAULT_THRESHOLD_MS,
@@ -529,19 +544,19 @@ def answers(
     """The what-if findings alone, in the findings' order (``findings.rank``), and the answers
     of :func:`assessed`.  An analysis joins them with the detectors' findings instead
     (``analysis.result.complete``)."""
-    scored, said = assessed(ta, whats, threshold_ms=threshold_ms, fits=fits)
+    scored, said = assessed(trace_analysis, whats, threshold_ms=threshold_ms, fits=fits)
     return rank(scored), said
 
 
 def findings(
-    ta: TraceAnalysis,
+    trace_analysis: TraceAnalysis,
     whats: Sequence[WhatIf],
     *,
     threshold_ms: float = DEFAULT_THRESHOLD_MS,
     fits: list[ModelFit] | None = None,
 ) -> list[Finding]:
     """The what-if findings of :func:`answers` (without the reasons)."""
-    return answers(ta, whats, threshold_ms=threshold_ms, fits=fits)[0]
+    return answers(trace_analysis, whats, threshold_ms=threshold_ms, fits=fits)[0]
 
 
 def parse_all(texts: Sequence[str]) -> tuple[WhatIf, ...]:

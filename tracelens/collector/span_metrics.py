@@ -155,22 +155,22 @@ class SpanMetrics:
         }
         self.folded_spans = 0  # spans counted under ``other`` by the cap
 
-    def record(self, ta: TraceAnalysis) -> None:
+    def record(self, trace_analysis: TraceAnalysis) -> None:
         """Add a batch of analysed complete traces."""
-        if ta.traces.height == 0:
+        if trace_analysis.traces.height == 0:
             return
         with self._lock:
-            labels = self._fold(ta)
-            self._record_spans(ta.spans, labels)
-            self._record_traces(ta.traces, labels)
-            self._record_critical(ta.sections.filter(pl.col("main")), labels)
+            labels = self._fold(trace_analysis)
+            self._record_spans(trace_analysis.spans, labels)
+            self._record_traces(trace_analysis.traces, labels)
+            self._record_critical(trace_analysis.sections.filter(pl.col("main")), labels)
             if self._stages is not None:
-                self._record_stages(ta)
+                self._record_stages(trace_analysis)
 
-    def _fold(self, ta: TraceAnalysis) -> pl.DataFrame:
+    def _fold(self, trace_analysis: TraceAnalysis) -> pl.DataFrame:
         """(service, name) -> (svc, op): the capped labels of every pair in the batch, admitted
         in name order so a batch folds the same way whatever order its spans came in."""
-        pairs = ta.spans.select("service", "name").unique().sort("service", "name")
+        pairs = trace_analysis.spans.select("service", "name").unique().sort("service", "name")
         folded = [self.cap.fold(s, n) for s, n in pairs.iter_rows()]
         return pairs.with_columns(
             pl.Series("svc", [f[0] for f in folded], dtype=pl.String),
@@ -243,10 +243,10 @@ class SpanMetrics:
                     key = (row["svc"], row["op"], kind)
                     critical[key] = critical.get(key, 0.0) + row[column] / 1e9
 
-    def _record_stages(self, ta: TraceAnalysis) -> None:
+    def _record_stages(self, trace_analysis: TraceAnalysis) -> None:
         assert self._stages is not None
         stages = self._counters[CRITICAL_STAGE]
-        for trace in trace_results(ta):
+        for trace in trace_results(trace_analysis):
             svc, op = self.cap.fold(trace.service, trace.root_operation)
             for stage, seconds in self._stages(trace).items():
                 _, label = self._stage_cap.fold(op, str(stage))
@@ -293,16 +293,16 @@ class SpanMetrics:
         return []  # no name checks at registration: the names are fixed above
 
 
-def trace_results(ta: TraceAnalysis) -> Iterator[TraceResult]:
+def trace_results(trace_analysis: TraceAnalysis) -> Iterator[TraceResult]:
     """Each trace of an analysis as a ``TraceResult`` (for stage functions)."""
-    main = ta.sections.filter(pl.col("main")).sort("trace_id", "start_ns")
+    main = trace_analysis.sections.filter(pl.col("main")).sort("trace_id", "start_ns")
     paths = main.select(
         "trace_id", "span_id", "name", "service", "kind", "start_ns", "end_ns", *KIND_NS
     ).partition_by("trace_id", as_dict=True, maintain_order=True)
     empty = main.select(
         "span_id", "name", "service", "kind", "start_ns", "end_ns", *KIND_NS
     ).clear()
-    for row in ta.traces.iter_rows(named=True):
+    for row in trace_analysis.traces.iter_rows(named=True):
         path = paths.get((row["trace_id"],))
         yield TraceResult(
             trace_id=row["trace_id"],

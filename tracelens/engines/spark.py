@@ -221,16 +221,16 @@ def analyze_bucket(table: pa.Table) -> pa.Table:
         .group_by("trace_id")
         .aggregate([("seq", "min"), ("seq", "max"), ("seq", "count")])
     )
-    ta = analyze_traces(spans)
+    trace_analysis = analyze_traces(spans)
     return pa.table(
         {
             KEY: [key],
             "ordered": [has_seq],
-            "spans": [_ipc(ta.spans)],
-            "sections": [_ipc(ta.sections)],
-            "traces": [_ipc(ta.traces)],
+            "spans": [_ipc(trace_analysis.spans)],
+            "sections": [_ipc(trace_analysis.sections)],
+            "traces": [_ipc(trace_analysis.traces)],
             "stats": [_ipc(pl.from_arrow(stats))],  # type: ignore[arg-type]
-            "warnings": [json.dumps(ta.warnings)],
+            "warnings": [json.dumps(trace_analysis.warnings)],
         }
     )
 
@@ -275,9 +275,9 @@ def merge(parts: list[Part]) -> TraceAnalysis:
     parts = [p for p in parts if p.traces.height]
     if not parts:
         empty = _INPUT_SCHEMA.empty_table().append_column(ORDER, pa.array([], pa.int64()))
-        ta = analyze_traces(empty)
-        ta.spans = ta.spans.drop(ORDER)
-        return ta
+        trace_analysis = analyze_traces(empty)
+        trace_analysis.spans = trace_analysis.spans.drop(ORDER)
+        return trace_analysis
     order = _trace_order(parts)
     spans, sections, traces = [], [], []
     n_traces = sum(p.traces.height for p in parts)

@@ -176,10 +176,10 @@ def svg(graph: FlameGraph) -> Markup:
 # -- the critical path by operation ----------------------------------------------------------
 
 
-def trace_groups(ta: TraceAnalysis) -> tuple[np.ndarray, np.ndarray]:
+def trace_groups(trace_analysis: TraceAnalysis) -> tuple[np.ndarray, np.ndarray]:
     """Trace numbers of the median traces (latency between p40 and p60; at least the one
     nearest the median) and of the slowest 5 % (latency at or above p95; at least the slowest)."""
-    tr = ta.traces
+    tr = trace_analysis.traces
     if tr.height == 0:
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty
@@ -192,23 +192,23 @@ def trace_groups(ta: TraceAnalysis) -> tuple[np.ndarray, np.ndarray]:
     return median, ids[lat >= slow]
 
 
-def operation_stacks(ta: TraceAnalysis, traces: np.ndarray) -> dict[Stack, float]:
+def operation_stacks(trace_analysis: TraceAnalysis, traces: np.ndarray) -> dict[Stack, float]:
     """Critical-path ms per operation path (root -> ... -> owner), mean over ``traces``."""
-    return _OperationPaths(ta).stacks(traces)
+    return _OperationPaths(trace_analysis).stacks(traces)
 
 
 class _OperationPaths:
     """The span columns the operation paths need, read once for several groups of traces."""
 
-    def __init__(self, ta: TraceAnalysis) -> None:
-        sp = ta.spans
+    def __init__(self, trace_analysis: TraceAnalysis) -> None:
+        sp = trace_analysis.spans
         self.parent = sp["_parent"].to_numpy()
         services = sp["service"].fill_null("")
         self.several = services.n_unique() > 1
         self.names = sp["name"].fill_null("").to_list()
         self.svc = services.to_list()
         self.trace_of = sp["_trace"].to_numpy()
-        sec = ta.sections.filter(pl.col("main"))
+        sec = trace_analysis.sections.filter(pl.col("main"))
         self.owner = sec["_i"].to_numpy()
         self.dur = (sec["end_ns"].to_numpy() - sec["start_ns"].to_numpy()).astype(np.float64) / 1e6
         self.memo: dict[int, Stack] = {}
@@ -249,10 +249,10 @@ def _extend(path: Stack, name: str) -> Stack:
     return (*path[:keep], ELLIPSIS, *tail[-(MAX_OP_DEPTH - keep - 1) :])
 
 
-def critical_path_flames(ta: TraceAnalysis) -> tuple[FlameGraph, FlameGraph]:
+def critical_path_flames(trace_analysis: TraceAnalysis) -> tuple[FlameGraph, FlameGraph]:
     """The CRISP-style operation flame graphs of the median traces and of the slowest 5 %."""
-    median, slow = trace_groups(ta)
-    paths = _OperationPaths(ta)
+    median, slow = trace_groups(trace_analysis)
+    paths = _OperationPaths(trace_analysis)
     out = []
     for group, title, who in (
         (median, "Critical path of the median traces", "traces between p40 and p60 latency"),
@@ -281,13 +281,13 @@ def cpu_flame(hotspots: CpuHotspots) -> FlameGraph:
     )
 
 
-def flame_section(ta: TraceAnalysis, hotspots: CpuHotspots | None = None) -> Markup:
+def flame_section(trace_analysis: TraceAnalysis, hotspots: CpuHotspots | None = None) -> Markup:
     """The report's flame-graph section (``<section id="flames">``), ready to place in a page."""
     if hotspots is None:
         from tracelens.analysis.hotspots import cpu_hotspots
 
-        hotspots = cpu_hotspots(ta)
-    median, slow = critical_path_flames(ta)
+        hotspots = cpu_hotspots(trace_analysis)
+    median, slow = critical_path_flames(trace_analysis)
     esc = html.escape
     parts = [
         '<section class="card" id="flames">',

@@ -140,12 +140,12 @@ def _ticks(lo: float, hi: float, log: bool) -> list[float]:
     return [round(first + i * step, 9) for i in range(int((hi - first) / step + 1e-9) + 1)]
 
 
-def roots_breakdown(ta: TraceAnalysis, top: int = TOP_ROOTS) -> dict[str, Any]:
+def roots_breakdown(trace_analysis: TraceAnalysis, top: int = TOP_ROOTS) -> dict[str, Any]:
     """Per root operation: mean critical-path time per trace by kind, plus its latency."""
     kind_cols = [f"{k}_ns" for k in KINDS]
     dur = pl.col("duration_ns").cast(pl.Float64) / 1e6
     g = (
-        ta.traces.group_by("root_service", "root_name")
+        trace_analysis.traces.group_by("root_service", "root_name")
         .agg(
             pl.len().alias("count"),
             (pl.col("duration_ns").sum() / 1e6).alias("total_ms"),
@@ -219,9 +219,9 @@ def gpu_view(analysis: Analysis, top: int = TOP_OPERATIONS) -> dict[str, Any] | 
     }
 
 
-def cpu_split(ta: TraceAnalysis, top: int = TOP_CPU) -> dict[str, Any]:
+def cpu_split(trace_analysis: TraceAnalysis, top: int = TOP_CPU) -> dict[str, Any]:
     """Each operation's own time (children excluded), on-CPU versus off-CPU by kind."""
-    sp = ta.spans
+    sp = trace_analysis.spans
     self_ms = pl.col("self_ns").cast(pl.Float64).clip(lower_bound=0) / 1e6
     g = (
         sp.group_by("service", "name")

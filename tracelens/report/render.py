@@ -59,17 +59,17 @@ def report_context(
     analysis: Analysis, *, title: str | None = None, sources: Sequence[str] = ()
 ) -> dict[str, Any]:
     """Everything ``report.html.j2`` shows, aggregated and capped (top-N, a few waterfalls)."""
-    ta = analysis.traces
+    trace_analysis = analysis.traces
     head = model.headline(analysis)
     return {
         "title": title or "Agent latency report",
         "sources": list(sources),
         "head": head,
-        "histogram": model.latency_histogram(ta.traces["duration_ns"].to_numpy() / 1e6),
-        "roots": model.roots_breakdown(ta),
+        "histogram": model.latency_histogram(trace_analysis.traces["duration_ns"].to_numpy() / 1e6),
+        "roots": model.roots_breakdown(trace_analysis),
         "operations": model.top_operations(analysis),
         "gpu": model.gpu_view(analysis),
-        "cpu": model.cpu_split(ta),
+        "cpu": model.cpu_split(trace_analysis),
         "stages": model.stages_view(analysis),
         "models": model.models_view(analysis),
         "sizing": model.sizing_view(analysis),

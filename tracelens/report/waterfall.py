@@ -52,8 +52,8 @@ def waterfalls(analysis: Analysis, max_rows: int = MAX_ROWS) -> list[dict[str, A
 
 
 def waterfall(analysis: Analysis, trace_id: str, why: str, max_rows: int = MAX_ROWS) -> dict:
-    ta = analysis.traces
-    spans = ta.spans.filter(pl.col("trace_id") == trace_id).select(
+    trace_analysis = analysis.traces
+    spans = trace_analysis.spans.filter(pl.col("trace_id") == trace_id).select(
         "_i",
         "_trace",
         "span_id",
@@ -65,10 +65,10 @@ def waterfall(analysis: Analysis, trace_id: str, why: str, max_rows: int = MAX_R
         "status_code",
         "attributes",
     )
-    secs = ta.sections.filter(pl.col("main") & (pl.col("trace_id") == trace_id)).select(
+    secs = trace_analysis.sections.filter(pl.col("main") & (pl.col("trace_id") == trace_id)).select(
         "_i", "start_ns", "end_ns"
     )
-    (root,) = traces_list(ta, trace_ids=[trace_id])
+    (root,) = traces_list(trace_analysis, trace_ids=[trace_id])
     crit: dict[int, list[tuple[int, int]]] = defaultdict(list)
     for i, a, b in secs.iter_rows():
         crit[i].append((a, b))
@@ -77,8 +77,11 @@ def waterfall(analysis: Analysis, trace_id: str, why: str, max_rows: int = MAX_R
     t1 = max(r["end_ns"] for r in rows)
     width = max(t1 - t0, 1)
     by_row = {r["_i"]: r for r in rows}
-    main_root = int(ta.tree.main_root[int(spans["_trace"][0])])
-    ordered = [(by_row[i], d) for i, d in depth_first(ta.tree, spans["_i"].to_numpy(), main_root)]
+    main_root = int(trace_analysis.tree.main_root[int(spans["_trace"][0])])
+    ordered = [
+        (by_row[i], d)
+        for i, d in depth_first(trace_analysis.tree, spans["_i"].to_numpy(), main_root)
+    ]
     kept = _keep(ordered, crit, max_rows)
     out_rows = [_row(r, depth, crit.get(r["_i"], []), t0, width) for r, depth in kept]
     return {

@@ -76,15 +76,15 @@ class WeekStats:
 
 
 def week_stats(week: str, analysis: Analysis) -> WeekStats:
-    ta = analysis.traces
+    trace_analysis = analysis.traces
     summ = analysis.summary
     dur = (pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64) / 1e6
-    ops = ta.spans.group_by("service", "name").agg(
+    ops = trace_analysis.spans.group_by("service", "name").agg(
         pl.len().alias("count"),
         *[dur.quantile(q / 100, interpolation="linear").alias(f"p{q}_ms") for q in (50, 95, 99)],
     )
     crit = (
-        ta.sections.filter(pl.col("main"))
+        trace_analysis.sections.filter(pl.col("main"))
         .group_by("service", "name")
         .agg(((pl.col("end_ns") - pl.col("start_ns")).sum() / 1e6).alias("critical_ms"))
     )

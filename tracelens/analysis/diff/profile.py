@@ -112,12 +112,12 @@ class Profile:
 
 def profile(analysis: Analysis) -> Profile:
     """The comparison's view of ``analysis``."""
-    ta = analysis.traces
-    tr = ta.traces.select(
+    trace_analysis = analysis.traces
+    tr = trace_analysis.traces.select(
         "trace_id", "root_service", "root_name", "duration_ns", *KIND_NS
     ).with_row_index("_t")
     crit = (
-        ta.sections.filter(pl.col("main"))
+        trace_analysis.sections.filter(pl.col("main"))
         .group_by("trace_id", "service", "name", "kind")
         .agg(((pl.col("end_ns") - pl.col("start_ns")).sum() / 1e6).alias("ms"))
         .join(tr.select("trace_id", "_t", "root_service", "root_name"), on="trace_id")
@@ -128,12 +128,12 @@ def profile(analysis: Analysis) -> Profile:
         root = (str(key[0]), str(key[1]))
         part = crit_parts.get(key)
         roots[root] = _root_sample(root, traces, part if part is not None else crit.clear())
-    ops = ta.spans.group_by("service", "name").len()
+    ops = trace_analysis.spans.group_by("service", "name").len()
     operations = {(str(s), str(n)): int(c) for s, n, c in ops.sort("service", "name").iter_rows()}
     briefs = [_brief(f) for f in analysis.findings]
     return Profile(
         traces=tr.height,
-        spans=ta.spans.height,
+        spans=trace_analysis.spans.height,
         roots=dict(sorted(roots.items())),
         operations=operations,
         findings={b.key: b for b in briefs},

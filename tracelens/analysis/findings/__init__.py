@@ -26,14 +26,19 @@ from tracelens.analysis.findings.timeline import Timeline, build_timeline
 
 
 def candidates(
-    ta: TraceAnalysis,
-    tl: Timeline,
+    trace_analysis: TraceAnalysis,
+    timeline: Timeline,
     window_s: float = DEFAULT_WINDOW_S,
-    fe: Features | None = None,
+    span_features: Features | None = None,
 ) -> list[Candidate]:
     """Every detector's candidates, before replay: the detector ``FindingType``'s table names
     for each type, in the table's order, all reading the same ``Inputs``."""
-    inputs = Inputs(ta, tl, fe if fe is not None else features(ta.spans), window_s)
+    inputs = Inputs(
+        trace_analysis,
+        timeline,
+        span_features if span_features is not None else features(trace_analysis.spans),
+        window_s,
+    )
     found: list[Candidate] = []
     for kind in FindingType:
         detect = detector(kind)
@@ -43,7 +48,7 @@ def candidates(
 
 
 def find_all(
-    ta: TraceAnalysis,
+    trace_analysis: TraceAnalysis,
     *,
     window_s: float = DEFAULT_WINDOW_S,
     timeline: Timeline | None = None,
@@ -51,16 +56,21 @@ def find_all(
 ) -> list[Finding]:
     """The findings of ``docs/analysis-json.md``, most total saving first: the detectors' and
     the ``extra`` ones (what-ifs asked for, built on ``timeline``, the replay's timeline of
-    ``ta`` when the caller has it) in one order."""
-    if ta.spans.height == 0:
+    ``trace_analysis`` when the caller has it) in one order."""
+    if trace_analysis.spans.height == 0:
         return rank(extra)
     # The span features (Polars, which releases the GIL) and the replay's timeline (NumPy)
     # need nothing from each other: build them side by side.
     with ThreadPoolExecutor(max_workers=1) as pool:
-        fe_job = pool.submit(features, ta.spans)
-        tl = build_timeline(ta.tree) if timeline is None else timeline
-        fe = fe_job.result()
-    return assess(ta, tl, candidates(ta, tl, window_s, fe), extra)
+        fe_job = pool.submit(features, trace_analysis.spans)
+        timeline = build_timeline(trace_analysis.tree) if timeline is None else timeline
+        span_features = fe_job.result()
+    return assess(
+        trace_analysis,
+        timeline,
+        candidates(trace_analysis, timeline, window_s, span_features),
+        extra,
+    )
 
 
 __all__ = [

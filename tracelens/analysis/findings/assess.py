@@ -28,9 +28,9 @@ from tracelens.analysis.summary import percentiles
 from tracelens.schema import COLUMNS
 
 
-def potential(tl: Timeline, change: Change) -> float:
+def potential(timeline: Timeline, change: Change) -> float:
     """An upper bound of what ``change`` can save over all traces (ns): the time it removes."""
-    dur = tl.dur
+    dur = timeline.dur
     total = float(dur[change.instant].sum())
     total += float(((1.0 - np.clip(change.factor, 0.0, 1.0)) * dur[change.factor_rows]).sum())
     if len(change.members):
@@ -42,11 +42,11 @@ def potential(tl: Timeline, change: Change) -> float:
     return total
 
 
-def shortlist(tl: Timeline, cands: list[Candidate]) -> list[Candidate]:
+def shortlist(timeline: Timeline, cands: list[Candidate]) -> list[Candidate]:
     """The ``MAX_PER_TYPE`` candidates of each type with the largest potential saving."""
     by_type: dict[FindingType, list[tuple[float, int, Candidate]]] = {}
     for k, c in enumerate(cands):
-        by_type.setdefault(c.type, []).append((potential(tl, c.change), k, c))
+        by_type.setdefault(c.type, []).append((potential(timeline, c.change), k, c))
     keep: list[tuple[int, Candidate]] = []
     for items in by_type.values():
         items.sort(key=lambda x: (-x[0], x[1]))
@@ -55,7 +55,7 @@ def shortlist(tl: Timeline, cands: list[Candidate]) -> list[Candidate]:
 
 
 def replay_all(
-    tl: Timeline, changes: list[Change], traces: list[np.ndarray], examples: list[int]
+    timeline: Timeline, changes: list[Change], traces: list[np.ndarray], examples: list[int]
 ) -> tuple[list[np.ndarray], list[tuple[np.ndarray, np.ndarray, np.ndarray]]]:
     """New latency per trace for each change, and the re-timed spans of its example trace
     (rows, new starts, new ends).  Changes touching disjoint traces share a replay (a trace's
@@ -69,7 +69,7 @@ def replay_all(
                 members.append(k)
                 break
         else:
-            used = np.zeros(tl.n_traces, dtype=bool)
+            used = np.zeros(timeline.n_traces, dtype=bool)
             used[traces[k]] = True
             batches.append((used, [k]))
     lats: list[np.ndarray] = [np.zeros(0)] * len(changes)
@@ -77,11 +77,11 @@ def replay_all(
         changes
     )
     for _, members in batches:
-        result = replay(tl, _merge([changes[k] for k in members]))
+        result = replay(timeline, _merge([changes[k] for k in members]))
         for k in members:
             lats[k] = result.latency
-            rows = np.flatnonzero(tl.trace == examples[k])
-            start, end = retime(tl, result, rows)
+            rows = np.flatnonzero(timeline.trace == examples[k])
+            start, end = retime(timeline, result, rows)
             retimed[k] = (rows, start, end)
     return lats, retimed
 
@@ -118,27 +118,32 @@ class Scored:
 
 
 def assess(
-    ta: TraceAnalysis, tl: Timeline, cands: list[Candidate], extra: Sequence[Scored] = ()
+    trace_analysis: TraceAnalysis,
+    timeline: Timeline,
+    cands: list[Candidate],
+    extra: Sequence[Scored] = (),
 ) -> list[Finding]:
     """Replayed findings, with the ``extra`` ones joined, most total saving first (``rank``)."""
-    cands = shortlist(tl, cands)
+    cands = shortlist(timeline, cands)
     if not cands:
         return rank(extra)
-    touched = [_touched(tl, c) for c in cands]
-    examples = [_example_trace(tl, c) for c in cands]
-    new_lat, retimed = replay_all(tl, [c.change for c in cands], touched, examples)
+    touched = [_touched(timeline, c) for c in cands]
+    examples = [_example_trace(timeline, c) for c in cands]
+    new_lat, retimed = replay_all(timeline, [c.change for c in cands], touched, examples)
     out: list[Scored] = []
     kept: list[int] = []
     for k, cand in enumerate(cands):
         # A shared replay also changed other candidates' traces: take only this one's.
-        projected = tl.latency.astype(np.float64)
+        projected = timeline.latency.astype(np.float64)
         projected[touched[k]] = new_lat[k][touched[k]]
-        f = _finding(ta, tl, cand, projected)
+        f = _finding(trace_analysis, timeline, cand, projected)
         if f is not None:
-            out.append(Scored(f, np.unique(cand.change.rows(tl.n))))
+            out.append(Scored(f, np.unique(cand.change.rows(timeline.n))))
             kept.append(k)
     for s, ex in zip(
-        out, _examples(ta, tl, [(cands[k], examples[k], retimed[k]) for k in kept]), strict=True
+        out,
+        _examples(trace_analysis, timeline, [(cands[k], examples[k], retimed[k]) for k in kept]),
+        strict=True,
     ):
         s.finding.example = ex
     return rank([*out, *extra])
@@ -209,13 +214,15 @@ def _cross_reference(found: list[Finding]) -> None:
             f.evidence.append(Evidence("also_parallelizable", note))
 
 
-def _touched(tl: Timeline, cand: Candidate) -> np.ndarray:
+def _touched(timeline: Timeline, cand: Candidate) -> np.ndarray:
     """Every trace the candidate's change touches (its own traces, at least)."""
-    return np.union1d(cand.traces, tl.trace[cand.change.rows(tl.n)]).astype(np.int64)
+    return np.union1d(cand.traces, timeline.trace[cand.change.rows(timeline.n)]).astype(np.int64)
 
 
-def _finding(ta: TraceAnalysis, tl: Timeline, cand: Candidate, lat: np.ndarray) -> Finding | None:
-    saving_ns = tl.latency[cand.traces] - lat[cand.traces]
+def _finding(
+    trace_analysis: TraceAnalysis, timeline: Timeline, cand: Candidate, lat: np.ndarray
+) -> Finding | None:
+    saving_ns = timeline.latency[cand.traces] - lat[cand.traces]
     saving_ms = np.maximum(saving_ns, 0.0) / 1e6
     on_path = int((saving_ns > 0).sum())
     if on_path == 0 and cand.type.needs_saving:
@@ -264,17 +271,17 @@ def _finding(ta: TraceAnalysis, tl: Timeline, cand: Candidate, lat: np.ndarray) 
     )
 
 
-def _example_trace(tl: Timeline, cand: Candidate) -> int:
+def _example_trace(timeline: Timeline, cand: Candidate) -> int:
     """The trace of the candidate's example occurrence, else its median-latency trace."""
     if cand.example:
-        return int(tl.trace[cand.example[0]])
-    lat = tl.latency[cand.traces]
+        return int(timeline.trace[cand.example[0]])
+    lat = timeline.latency[cand.traces]
     return int(cand.traces[int(np.argsort(lat, kind="stable")[len(lat) // 2])])
 
 
 def _examples(
-    ta: TraceAnalysis,
-    tl: Timeline,
+    trace_analysis: TraceAnalysis,
+    timeline: Timeline,
     items: list[tuple[Candidate, int, tuple[np.ndarray, np.ndarray, np.ndarray]]],
 ) -> list[Example]:
     """Per finding, one affected trace with its latency before and after, as
@@ -282,10 +289,10 @@ def _examples(
     under a stand-in trace id (one trace may be the example of several findings)."""
     if not items:
         return []
-    keep = [c for c in ta.spans.columns if c in COLUMNS]
+    keep = [c for c in trace_analysis.spans.columns if c in COLUMNS]
     rows = np.concatenate([r for _, _, (r, _, _) in items])
     sizes = [len(r) for _, _, (r, _, _) in items]
-    table = ta.spans.select(keep)[rows.tolist()].with_columns(
+    table = trace_analysis.spans.select(keep)[rows.tolist()].with_columns(
         pl.Series("trace_id", [f"{k:032x}" for k, n in enumerate(sizes) for _ in range(n)]),
         pl.Series("start_ns", np.concatenate([s for _, _, (_, s, _) in items])),
         pl.Series("end_ns", np.concatenate([e for _, _, (_, _, e) in items])),
@@ -300,11 +307,13 @@ def _examples(
         tid = f"{k:032x}"
         out.append(
             Example(
-                trace_id=str(ta.spans["trace_id"][int(ex_rows[0])]),
+                trace_id=str(trace_analysis.spans["trace_id"][int(ex_rows[0])]),
                 span_ids=(
-                    ta.spans["span_id"].gather(cand.example).to_list() if cand.example else None
+                    trace_analysis.spans["span_id"].gather(cand.example).to_list()
+                    if cand.example
+                    else None
                 ),
-                latency_ms=round(float(tl.latency[t]) / 1e6, 3),
+                latency_ms=round(float(timeline.latency[t]) / 1e6, 3),
                 projected_latency_ms=round(float(duration[tid]) / 1e6, 3),
                 projected_critical_path=paths.get(tid, []),
             )
@@ -312,9 +321,9 @@ def _examples(
     return out
 
 
-def _path_summaries(ta: TraceAnalysis, top: int = 5) -> dict[str, list[PathOp]]:
+def _path_summaries(trace_analysis: TraceAnalysis, top: int = 5) -> dict[str, list[PathOp]]:
     """Per trace, the projected critical path's biggest operations (exclusive ms)."""
-    main = ta.sections.filter(pl.col("main"))
+    main = trace_analysis.sections.filter(pl.col("main"))
     by_op = (
         main.group_by("trace_id", "name")
         .agg(((pl.col("end_ns") - pl.col("start_ns")).sum() / 1e6).alias("ms"))

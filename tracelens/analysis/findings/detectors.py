@@ -88,8 +88,10 @@ def n_plus_one(inp: Inputs) -> list[Candidate]:
 
 def cacheable(inp: Inputs) -> list[Candidate]:
     """Cacheable calls, and the polling loops found with them."""
-    tl, fe, retry = inp.timeline, inp.features, inp.retries[0]
-    return cacheable_candidates(tl, fe, inp.spans, retry, inp.window_s, inp.repeats)
+    timeline, span_features, retry = inp.timeline, inp.features, inp.retries[0]
+    return cacheable_candidates(
+        timeline, span_features, inp.spans, retry, inp.window_s, inp.repeats
+    )
 
 
 def retry(inp: Inputs) -> list[Candidate]:

@@ -60,23 +60,30 @@ def _starts(flags: np.ndarray) -> np.ndarray:
 
 
 def hops(
-    tl: Timeline, fe: Features, spans: pl.DataFrame, fixed: np.ndarray | None = None
+    timeline: Timeline,
+    span_features: Features,
+    spans: pl.DataFrame,
+    fixed: np.ndarray | None = None,
 ) -> pl.DataFrame:
     """Waited-on children in runs of two or more movable hops: run, block, position."""
-    c = tl.kids
+    c = timeline.kids
     if len(c) == 0:
         return pl.DataFrame()
-    p = tl.parent[c]
+    p = timeline.parent[c]
     pos = np.arange(len(c), dtype=np.int64)
-    rank = pos - tl.koff[p]
-    sequential = tl.lp[c] == rank  # every earlier sibling had ended when it started
-    barrier = fe.cpu[c] | (fe.model[c] & ~fe.instrumented[c]) | (fe.write[c] >= 0)
+    rank = pos - timeline.koff[p]
+    sequential = timeline.lp[c] == rank  # every earlier sibling had ended when it started
+    barrier = (
+        span_features.cpu[c]
+        | (span_features.model[c] & ~span_features.instrumented[c])
+        | (span_features.write[c] >= 0)
+    )
     if fixed is not None:
         barrier |= fixed[c]  # polls: each waits for the previous answer, what follows for them
     brk = (rank == 0) | ~sequential | barrier | _shift(barrier, False)
     run = _starts(brk)
     keep = (np.bincount(run)[run] > 1) & ~barrier
-    op = fe.op[c]
+    op = span_features.op[c]
     block = _starts(brk | (op != _shift(op, op[0] + np.uint64(1))))
     unknown = (spans["kind_resolved"] == "unknown").to_numpy()[c]
     k = np.flatnonzero(keep)
@@ -85,23 +92,25 @@ def hops(
             "c": c[k],
             "p": p[k],
             "pos": pos[k],
-            "trace": tl.trace[c[k]],
+            "trace": timeline.trace[c[k]],
             "op": op[k],
-            "pop": fe.op[p[k]],
-            "key": fe.key[c[k]],
-            "has_key": fe.has_key[c[k]],
-            "instr": fe.instrumented[c[k]],
-            "error": fe.error[c[k]],
-            "ro": fe.read_only[c[k]],
-            "paged": fe.paged[c[k]],
-            "covered": fe.covered[c[k]],
-            "text": fe.text_result[c[k]],
-            "decision": fe.decision[c[k]],
+            "pop": span_features.op[p[k]],
+            "key": span_features.key[c[k]],
+            "has_key": span_features.has_key[c[k]],
+            "instr": span_features.instrumented[c[k]],
+            "error": span_features.error[c[k]],
+            "ro": span_features.read_only[c[k]],
+            "paged": span_features.paged[c[k]],
+            "covered": span_features.covered[c[k]],
+            "text": span_features.text_result[c[k]],
+            "decision": span_features.decision[c[k]],
             # Fingerprints that cannot show independence: a computed value (a hash, a
             # signature) among the arguments, or no per-argument fingerprints at all.
-            "blind": (fe.derived | (fe.instrumented & ~fe.has_arg_fps))[c[k]],
-            "lock": fe.contended[c[k]],
-            "model": fe.model[c[k]],
+            "blind": (
+                span_features.derived | (span_features.instrumented & ~span_features.has_arg_fps)
+            )[c[k]],
+            "lock": span_features.contended[c[k]],
+            "model": span_features.model[c[k]],
             "unknown_kind": unknown[k],
             "run": run[k],
             "block": block[k],
@@ -278,13 +287,13 @@ _PAIR_CAP = 50  # spans per (parent, operation) compared pairwise for the overla
 EVIDENCE_PARENTS = 1000  # parents per parent operation looked at for the overlap evidence
 
 
-def _all_hops(tl: Timeline, fe: Features) -> pl.DataFrame:
+def _all_hops(timeline: Timeline, span_features: Features) -> pl.DataFrame:
     """The waited-on children of the first ``EVIDENCE_PARENTS`` parents of each parent
     operation (in input order): what the overlap evidence is counted over.  A thousand
     parents show whether two operations ever overlap or swap; more only cost time."""
-    c = tl.kids
-    p = tl.parent[c]
-    pop = fe.op[p]
+    c = timeline.kids
+    p = timeline.parent[c]
+    pop = span_features.op[p]
     head = np.concatenate([[True], p[1:] != p[:-1]]) if len(p) else np.zeros(0, bool)
     parents, parent_pop = p[head], pop[head]
     order = np.argsort(parent_pop, kind="stable")
@@ -292,11 +301,17 @@ def _all_hops(tl: Timeline, fe: Features) -> pl.DataFrame:
     starts = np.concatenate([[True], sorted_pop[1:] != sorted_pop[:-1]]) if len(order) else head
     rank = np.empty(len(order), dtype=np.int64)
     rank[order] = np.arange(len(order)) - np.flatnonzero(starts)[_starts(starts)]
-    keep_parent = np.zeros(tl.n, dtype=bool)
+    keep_parent = np.zeros(timeline.n, dtype=bool)
     keep_parent[parents[rank < EVIDENCE_PARENTS]] = True
     k = keep_parent[p]
     return pl.DataFrame(
-        {"p": p[k], "pop": pop[k], "op": fe.op[c][k], "s": tl.start[c][k], "e": tl.end[c][k]}
+        {
+            "p": p[k],
+            "pop": pop[k],
+            "op": span_features.op[c][k],
+            "s": timeline.start[c][k],
+            "e": timeline.end[c][k],
+        }
     )
 
 
@@ -414,7 +429,7 @@ _EVIDENCE_SCHEMA = {
 
 
 def _name_deps(
-    h: pl.DataFrame, tl: Timeline, fe: Features, fps: np.ndarray
+    h: pl.DataFrame, timeline: Timeline, span_features: Features, fps: np.ndarray
 ) -> tuple[np.ndarray, pl.DataFrame, np.ndarray]:
     """Per hop: the last hop of the latest earlier block it depends on by the rule for hops
     without fingerprints (different operations, no overlap seen anywhere), or -1.
@@ -443,7 +458,7 @@ def _name_deps(
     dep = np.full(m, -1, dtype=np.int64)
     open_ = np.ones(m, dtype=bool)
     recorded = np.zeros(m, dtype=bool)
-    any_recorded = fe.recorded_result.null_count() < len(fe.recorded_result)
+    any_recorded = span_features.recorded_result.null_count() < len(span_features.recorded_result)
     c_all = h["c"].to_numpy()
     c_head = c_all[heads]
     c_last = c_all[np.append(heads[1:], h.height) - 1]
@@ -476,7 +491,7 @@ def _name_deps(
                 {"pop": pop[ji][at], "op_a": op[ii][at], "op_b": op[ji][at]},
                 schema={"pop": pl.UInt64, "op_a": pl.UInt64, "op_b": pl.UInt64},
             )
-            allk = _all_hops(tl, fe) if allk is None else allk
+            allk = _all_hops(timeline, span_features) if allk is None else allk
             ev = _overlap_evidence(allk, new)
             seen.append(ev)
             asked = np.concatenate([asked, uniq[fresh]])
@@ -496,7 +511,7 @@ def _name_deps(
         look = np.flatnonzero(~free) if any_recorded else np.zeros(0, dtype=np.int64)
         if len(look):
             unlinked = _recorded_unlinked(
-                fe, c_last[ii[look]], c_head[ji[look]], c_args_last[ii[look]]
+                span_features, c_last[ii[look]], c_head[ji[look]], c_args_last[ii[look]]
             )
             shown = look[unlinked]
             recorded[ji[shown]] = True
@@ -511,14 +526,14 @@ _TOKEN = r"[A-Za-z0-9_@./:+-]{2,}|[0-9]+"
 
 
 def _recorded_unlinked(
-    fe: Features, a: np.ndarray, b: np.ndarray, a_args: np.ndarray
+    span_features: Features, a: np.ndarray, b: np.ndarray, a_args: np.ndarray
 ) -> np.ndarray:
     """Per pair of spans (a before b): both recorded their arguments, a its result, no token of
     a's arguments is in b's when a may change state, and no token of a's result (2+ characters
     or a number, not one a took as an argument itself) occurs in b's arguments, compared in
     every form a value takes on the way (``Features.recorded_forms_*``: parts, decodings, lower
     case); and b takes no digest-shaped value, which only computation makes."""
-    args, out = fe.recorded_forms_args, fe.recorded_forms_result
+    args, out = span_features.recorded_forms_args, span_features.recorded_forms_result
     frame = pl.DataFrame(
         {
             "k": np.arange(len(a)),
@@ -527,10 +542,10 @@ def _recorded_unlinked(
             "arg": args.gather(b),
             # A digest or signature among b's arguments may be computed from a's result:
             # no text match can show it is not (issue 25).
-            "derived": fe.recorded_derived[b],
+            "derived": span_features.recorded_derived[b],
             # A call not known to only read may change what its arguments name (a ticket
             # moved to another state, then read): the resource links it to what takes it next.
-            "writes": ~fe.read_only[a] | fe.decision[a],
+            "writes": ~span_features.read_only[a] | span_features.decision[a],
         }
     )
     known = (
@@ -634,11 +649,14 @@ def _contention(
 
 
 def groups(
-    tl: Timeline, fe: Features, spans: pl.DataFrame, fixed: np.ndarray | None = None
+    timeline: Timeline,
+    span_features: Features,
+    spans: pl.DataFrame,
+    fixed: np.ndarray | None = None,
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """Hops with their group (``gs``: the position the group starts at), in-group chain
     (``chain``, a position, or null) and confidence; and the overlap evidence used."""
-    h = hops(tl, fe, spans, fixed)
+    h = hops(timeline, span_features, spans, fixed)
     if h.height == 0:
         return h, pl.DataFrame(schema=_EVIDENCE_SCHEMA)
     # Whether every argument predates the run matters only next to a model call or a text
@@ -648,7 +666,7 @@ def groups(
     explained = _explained(h, fx) if needs else np.ones(h.height, dtype=bool)
     h = h.with_columns(pl.Series("explained", explained))
     fps = np.maximum(np.maximum(_fps_deps(h, fx), _paged_deps(h)), _model_deps(h))
-    names, evidence, recorded = _name_deps(h, tl, fe, fps)
+    names, evidence, recorded = _name_deps(h, timeline, span_features, fps)
     run = h["run"].to_numpy()
     pos = h["pos"].to_numpy()
     rfirst = np.concatenate([[True], run[1:] != run[:-1]])
@@ -663,7 +681,7 @@ def groups(
         pl.Series("gs", gs),
         pl.Series("chain", chain).replace(-1, None),
         pl.Series("contended", contended),
-        pl.Series("chain_c", np.where(chain >= 0, tl.kids[np.maximum(chain, 0)], -1)).replace(
+        pl.Series("chain_c", np.where(chain >= 0, timeline.kids[np.maximum(chain, 0)], -1)).replace(
             -1, None
         ),
     )

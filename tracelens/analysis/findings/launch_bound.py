@@ -42,12 +42,12 @@ REMEDIES = (
 )
 
 
-def launch_bound_candidates(ta: TraceAnalysis, tl: Timeline) -> list[Candidate]:
+def launch_bound_candidates(trace_analysis: TraceAnalysis, timeline: Timeline) -> list[Candidate]:
     """One candidate per (service, name) of launch-bound model calls on critical paths."""
-    sp = ta.spans
+    sp = trace_analysis.spans
     if sp.height == 0:
         return []
-    g = span_gpu(ta)
+    g = span_gpu(trace_analysis)
     self_ns = sp["self_ns"].to_numpy().astype(np.float64)
     cpu = sp["self_cpu_ns"].cast(pl.Float64).to_numpy()
     cpu_known = ~np.isnan(cpu)
@@ -56,7 +56,7 @@ def launch_bound_candidates(ta: TraceAnalysis, tl: Timeline) -> list[Candidate]:
         on_cpu = np.where(self_ns > 0, np.minimum(np.nan_to_num(cpu) / self_ns, 1.0), 0.0)
     device_ns = g.busy_ns + g.after_ns
     on_path = np.zeros(sp.height, dtype=bool)
-    on_path[ta.sections.filter(pl.col("main"))["_i"].to_numpy()] = True
+    on_path[trace_analysis.sections.filter(pl.col("main"))["_i"].to_numpy()] = True
     hit = (
         sp["model_call"].to_numpy()
         & g.measured
@@ -81,13 +81,26 @@ def launch_bound_candidates(ta: TraceAnalysis, tl: Timeline) -> list[Candidate]:
     keys = sorted({(str(s), str(n)) for s, n in zip(services, names, strict=True)})
     for service, name in keys:
         mine = rows[(services == service) & (names == name)]
-        out.append(_candidate(ta, tl, mine, service, name, busy_share, on_cpu, device_ns, g, cupti))
+        out.append(
+            _candidate(
+                trace_analysis,
+                timeline,
+                mine,
+                service,
+                name,
+                busy_share,
+                on_cpu,
+                device_ns,
+                g,
+                cupti,
+            )
+        )
     return out
 
 
 def _candidate(
-    ta: TraceAnalysis,
-    tl: Timeline,
+    trace_analysis: TraceAnalysis,
+    timeline: Timeline,
     rows: np.ndarray,
     service: str,
     name: str,
@@ -97,14 +110,14 @@ def _candidate(
     g: SpanGpu,
     cupti: np.ndarray,
 ) -> Candidate:
-    sp = ta.spans
+    sp = trace_analysis.spans
     self_ns = sp["self_ns"].to_numpy().astype(np.float64)[rows]
-    dur_ms = float(np.median((tl.dur[rows]).astype(np.float64))) / 1e6
+    dur_ms = float(np.median((timeline.dur[rows]).astype(np.float64))) / 1e6
     busy = busy_share[rows]
     host = on_cpu[rows]
     dev_ms = float(np.median(device_ns[rows])) / 1e6
     launches = g.launches[rows]
-    traces = np.unique(tl.trace[rows]).astype(np.int64)
+    traces = np.unique(timeline.trace[rows]).astype(np.int64)
     host_cpu_ns = host * self_ns
     per_launch_us = (
         float(np.median(host_cpu_ns[launches > 0] / launches[launches > 0])) / 1e3

@@ -41,21 +41,25 @@ class _Prev:
 
 
 def _previous(
-    tl: Timeline, fe: Features, rows: np.ndarray, same_trace: bool, key: np.ndarray | None = None
+    timeline: Timeline,
+    span_features: Features,
+    rows: np.ndarray,
+    same_trace: bool,
+    key: np.ndarray | None = None,
 ) -> _Prev:
     with np.errstate(over="ignore"):
-        ident = (fe.key if key is None else key)[rows] * MIX1 + fe.op[rows]
+        ident = (span_features.key if key is None else key)[rows] * MIX1 + span_features.op[rows]
     # Calls whose key occurs once are first calls: only the others need the full sort (they
     # follow, each key's calls together in time order).
     _, inv, counts = np.unique(ident, return_inverse=True, return_counts=True)
     dup = counts[inv.reshape(-1)] > 1
     once, rows, ident = rows[~dup], rows[dup], ident[dup]
-    lead = [tl.trace[rows]] if same_trace else []
-    order = np.lexsort((tl.row[rows], tl.start[rows], ident, *lead))
+    lead = [timeline.trace[rows]] if same_trace else []
+    order = np.lexsort((timeline.row[rows], timeline.start[rows], ident, *lead))
     r = rows[order]
     same = ident[order][1:] == ident[order][:-1]
     if same_trace:
-        same &= tl.trace[r][1:] == tl.trace[r][:-1]
+        same &= timeline.trace[r][1:] == timeline.trace[r][:-1]
     prev = np.full(len(r), -1, dtype=np.int64)
     prev[1:][same] = r[:-1][same]
     return _Prev(
@@ -64,66 +68,81 @@ def _previous(
     )
 
 
-def find_retries(tl: Timeline, fe: Features) -> tuple[np.ndarray, np.ndarray]:
+def find_retries(timeline: Timeline, span_features: Features) -> tuple[np.ndarray, np.ndarray]:
     """(retry mask, failed attempt of each retry or -1) over all spans."""
-    n = tl.n
+    n = timeline.n
     failed = np.full(n, -1, dtype=np.int64)
-    keyed = np.flatnonzero(fe.has_key)
+    keyed = np.flatnonzero(span_features.has_key)
     # Only a call whose key some failed call had can be a retry: sort just those.
     with np.errstate(over="ignore"):
-        ident = fe.key[keyed] * MIX1 + fe.op[keyed]
-    keyed = keyed[np.isin(ident, ident[fe.error[keyed]])]
-    pv = _previous(tl, fe, keyed, same_trace=True)
+        ident = span_features.key[keyed] * MIX1 + span_features.op[keyed]
+    keyed = keyed[np.isin(ident, ident[span_features.error[keyed]])]
+    pv = _previous(timeline, span_features, keyed, same_trace=True)
     a, b = pv.prev, pv.rows
-    hit = (a >= 0) & fe.error[np.maximum(a, 0)] & (tl.end[np.maximum(a, 0)] <= tl.start[b])
+    hit = (
+        (a >= 0)
+        & span_features.error[np.maximum(a, 0)]
+        & (timeline.end[np.maximum(a, 0)] <= timeline.start[b])
+    )
     failed[b[hit]] = a[hit]
     # Unknown arguments: the next call of the same operation under the same parent.
-    c = tl.kids
+    c = timeline.kids
     if len(c) > 1:
-        same = (tl.parent[c][1:] == tl.parent[c][:-1]) & (fe.op[c][1:] == fe.op[c][:-1])
+        same = (timeline.parent[c][1:] == timeline.parent[c][:-1]) & (
+            span_features.op[c][1:] == span_features.op[c][:-1]
+        )
         prev_c, next_c = c[:-1], c[1:]
-        hit = same & fe.error[prev_c] & ~fe.has_key[next_c] & (tl.end[prev_c] <= tl.start[next_c])
+        hit = (
+            same
+            & span_features.error[prev_c]
+            & ~span_features.has_key[next_c]
+            & (timeline.end[prev_c] <= timeline.start[next_c])
+        )
         failed[next_c[hit]] = prev_c[hit]
     return failed >= 0, failed
 
 
-def _inside(tl: Timeline, marked: np.ndarray) -> np.ndarray:
+def _inside(timeline: Timeline, marked: np.ndarray) -> np.ndarray:
     """Spans with a marked ancestor (not counting themselves)."""
     if not marked.any():
-        return np.zeros(tl.n, dtype=bool)
-    return below(tl, marked)
+        return np.zeros(timeline.n, dtype=bool)
+    return below(timeline, marked)
 
 
-def _by_op(fe: Features, rows: np.ndarray) -> list[np.ndarray]:
+def _by_op(span_features: Features, rows: np.ndarray) -> list[np.ndarray]:
     """``rows`` split by operation, each part in row order."""
     if len(rows) == 0:
         return []
-    order = np.lexsort((rows, fe.op[rows]))
+    order = np.lexsort((rows, span_features.op[rows]))
     r = rows[order]
-    cuts = np.flatnonzero(fe.op[r][1:] != fe.op[r][:-1]) + 1
+    cuts = np.flatnonzero(span_features.op[r][1:] != span_features.op[r][:-1]) + 1
     return np.split(r, cuts)
 
 
 def retry_candidates(
-    tl: Timeline, fe: Features, spans: pl.DataFrame, retry: np.ndarray, failed: np.ndarray
+    timeline: Timeline,
+    span_features: Features,
+    spans: pl.DataFrame,
+    retry: np.ndarray,
+    failed: np.ndarray,
 ) -> list[Candidate]:
     """One finding per operation whose calls were repeated after failing."""
-    inner = _inside(tl, retry) | _inside(tl, failed_mask(failed))
+    inner = _inside(timeline, retry) | _inside(timeline, failed_mask(failed))
     rows = np.flatnonzero(retry & ~inner)
     out = []
-    for r in _by_op(fe, rows):
+    for r in _by_op(span_features, rows):
         attempts = failed[r]
         row0 = spans.row(int(r[0]), named=True)
         name, service = str(row0["name"]), str(row0["service"])
-        keyed = bool(fe.has_key[r].all())
-        lost_ms = float((tl.end[attempts] - tl.start[attempts]).sum()) / 1e6
+        keyed = bool(span_features.has_key[r].all())
+        lost_ms = float((timeline.end[attempts] - timeline.start[attempts]).sum()) / 1e6
         out.append(
             Candidate(
                 type=FindingType.RETRY,
                 names=[name],
                 services=[service],
                 change=Change(instant=np.unique(attempts)),
-                traces=np.unique(tl.trace[r]),
+                traces=np.unique(timeline.trace[r]),
                 confidence="high" if keyed else "medium",
                 evidence=[
                     Evidence(
@@ -166,7 +185,9 @@ class Repeats:
     polling: np.ndarray  # per span: takes part in polling (the polls and what they repeat)
 
 
-def find_repeats(tl: Timeline, fe: Features, spans: pl.DataFrame, retry: np.ndarray) -> Repeats:
+def find_repeats(
+    timeline: Timeline, span_features: Features, spans: pl.DataFrame, retry: np.ndarray
+) -> Repeats:
     """Reads repeated with the same key, and which of them poll.
 
     The key of a call is its operation, its arguments and who asked (the trace's caller
@@ -179,25 +200,31 @@ def find_repeats(tl: Timeline, fe: Features, spans: pl.DataFrame, retry: np.ndar
     """
     # A wait (queue slot, lock, sleep) with the same arguments is not a result to cache.
     waiting = (spans["kind_resolved"] == "wait").to_numpy()
-    reads = np.flatnonzero(fe.has_key & (fe.write < 0) & ~waiting)
+    reads = np.flatnonzero(span_features.has_key & (span_features.write < 0) & ~waiting)
     # Between two polls: a sleep, backoff or wait by name (a measured "wait" may be any slow
     # network call).
     sleeping = spans["name"].str.contains(_SLEEP_NAME).fill_null(False).to_numpy()
-    ckey = np.where(fe.identity != 0, fe.key * MIX1 + fe.identity, fe.key)
-    pv = _previous(tl, fe, reads, same_trace=False, key=ckey)
+    ckey = np.where(
+        span_features.identity != 0,
+        span_features.key * MIX1 + span_features.identity,
+        span_features.key,
+    )
+    pv = _previous(timeline, span_features, reads, same_trace=False, key=ckey)
     b, a = pv.rows, pv.prev
     a0 = np.maximum(a, 0)
-    polled = (a >= 0) & (tl.trace[a0] == tl.trace[b]) & ~retry[b] & ~fe.error[b]
-    polled[polled] = _polled(tl, spans, a0[polled], b[polled], sleeping)
-    polling = np.zeros(tl.n, dtype=bool)
+    polled = (
+        (a >= 0) & (timeline.trace[a0] == timeline.trace[b]) & ~retry[b] & ~span_features.error[b]
+    )
+    polled[polled] = _polled(timeline, spans, a0[polled], b[polled], sleeping)
+    polling = np.zeros(timeline.n, dtype=bool)
     polling[b[polled]] = True
     polling[a0[polled]] = True
     return Repeats(b=b, a=a, polled=polled, polling=polling)
 
 
 def cacheable_candidates(
-    tl: Timeline,
-    fe: Features,
+    timeline: Timeline,
+    span_features: Features,
     spans: pl.DataFrame,
     retry: np.ndarray,
     window_s: float = DEFAULT_WINDOW_S,
@@ -205,33 +232,41 @@ def cacheable_candidates(
 ) -> list[Candidate]:
     """One ``cacheable`` finding per read operation a cache would really serve, and one
     ``polling`` finding per read that polls (see :func:`find_repeats`)."""
-    rp = rp or find_repeats(tl, fe, spans, retry)
+    rp = rp or find_repeats(timeline, span_features, spans, retry)
     b, a, polled = rp.b, rp.a, rp.polled
     has_prev = a >= 0
     a0 = np.maximum(a, 0)
-    same_trace = tl.trace[a0] == tl.trace[b]
-    in_window = same_trace | (tl.start[b] - tl.start[a0] <= window_s * 1e9)
-    repeat = has_prev & in_window & ~retry[b] & ~fe.error[b]
-    poll_ops = np.unique(fe.op[b[polled]])
-    out = _polling(tl, fe, spans, b[polled])
+    same_trace = timeline.trace[a0] == timeline.trace[b]
+    in_window = same_trace | (timeline.start[b] - timeline.start[a0] <= window_s * 1e9)
+    repeat = has_prev & in_window & ~retry[b] & ~span_features.error[b]
+    poll_ops = np.unique(span_features.op[b[polled]])
+    out = _polling(timeline, span_features, spans, b[polled])
     # Every call of a polled operation is left to the polling finding.
-    keep_op = ~np.isin(fe.op[b], poll_ops)
+    keep_op = ~np.isin(span_features.op[b], poll_ops)
     retried_ops, retried_n = np.unique(
-        fe.op[retry & fe.has_key & (fe.write < 0)], return_counts=True
+        span_features.op[retry & span_features.has_key & (span_features.write < 0)],
+        return_counts=True,
     )
     n_retries = dict(zip(retried_ops.tolist(), retried_n.tolist(), strict=True))
-    cand_ops = np.unique(fe.op[b[repeat & keep_op]])
+    cand_ops = np.unique(span_features.op[b[repeat & keep_op]])
     if len(cand_ops) == 0:
         return out
-    in_ops = np.isin(fe.op[b], cand_ops)
+    in_ops = np.isin(span_features.op[b], cand_ops)
     seq_b, seq_first = b[in_ops], ~has_prev[in_ops]
-    op_of = fe.op[seq_b]
+    op_of = span_features.op[seq_b]
     order = np.argsort(op_of, kind="stable")  # rows stay in (ident, start) order per op
     seq_b, seq_first, op_of = seq_b[order], seq_first[order], op_of[order]
     cuts = np.flatnonzero(op_of[1:] != op_of[:-1]) + 1
     for rows, first in zip(np.split(seq_b, cuts), np.split(seq_first, cuts), strict=True):
         cand = _cacheable(
-            rows, first, tl, fe, spans, retry, window_s, n_retries.get(int(fe.op[rows[0]]), 0)
+            rows,
+            first,
+            timeline,
+            span_features,
+            spans,
+            retry,
+            window_s,
+            n_retries.get(int(span_features.op[rows[0]]), 0),
         )
         if cand is not None:
             out.append(cand)
@@ -239,15 +274,15 @@ def cacheable_candidates(
 
 
 def _polled(
-    tl: Timeline, spans: pl.DataFrame, a: np.ndarray, b: np.ndarray, waiting: np.ndarray
+    timeline: Timeline, spans: pl.DataFrame, a: np.ndarray, b: np.ndarray, waiting: np.ndarray
 ) -> np.ndarray:
     """Repeats ``b`` of ``a`` (same trace) that poll: under the same parent with a sleep or
     wait between them, or a status-like read."""
-    same_parent = (tl.parent[a] == tl.parent[b]) & (tl.parent[b] >= 0)
+    same_parent = (timeline.parent[a] == timeline.parent[b]) & (timeline.parent[b] >= 0)
     # Waited-on children are contiguous per parent in start order: count the waits between.
-    w = np.zeros(len(tl.kids) + 1, dtype=np.int64)
-    np.cumsum(waiting[tl.kids], out=w[1:])
-    ka, kb = tl.kpos[a], tl.kpos[b]
+    w = np.zeros(len(timeline.kids) + 1, dtype=np.int64)
+    np.cumsum(waiting[timeline.kids], out=w[1:])
+    ka, kb = timeline.kpos[a], timeline.kpos[b]
     ok = same_parent & (ka >= 0) & (kb > ka)
     between = np.zeros(len(b), dtype=bool)
     between[ok] = (w[kb[ok]] - w[ka[ok] + 1]) > 0
@@ -256,12 +291,14 @@ def _polled(
     return same_parent & (between | status)
 
 
-def _polling(tl: Timeline, fe: Features, spans: pl.DataFrame, b: np.ndarray) -> list[Candidate]:
+def _polling(
+    timeline: Timeline, span_features: Features, spans: pl.DataFrame, b: np.ndarray
+) -> list[Candidate]:
     out = []
-    for r in _by_op(fe, b):
+    for r in _by_op(span_features, b):
         row0 = spans.row(int(r[0]), named=True)
         name = str(row0["name"])
-        traces = np.unique(tl.trace[r])
+        traces = np.unique(timeline.trace[r])
         out.append(
             Candidate(
                 type=FindingType.POLLING,
@@ -293,7 +330,12 @@ def _polling(tl: Timeline, fe: Features, spans: pl.DataFrame, b: np.ndarray) -> 
 
 
 def _simulate(
-    rows: np.ndarray, first: np.ndarray, tl: Timeline, fe: Features, ok: np.ndarray, ttl_ns: float
+    rows: np.ndarray,
+    first: np.ndarray,
+    timeline: Timeline,
+    span_features: Features,
+    ok: np.ndarray,
+    ttl_ns: float,
 ) -> tuple[np.ndarray, int, float]:
     """Replay a cache with ``ttl_ns`` over call sequences of one operation (``rows`` in
     (key, start) order, ``first`` marking each key's first call).  A call is a hit when an
@@ -303,10 +345,10 @@ def _simulate(
     hits = np.zeros(len(rows), dtype=bool)
     stale = 0
     stale_age = np.inf
-    start, end = tl.start[rows].tolist(), tl.end[rows].tolist()
+    start, end = timeline.start[rows].tolist(), timeline.end[rows].tolist()
     good = ok[rows].tolist()
-    has_res = fe.has_result[rows].tolist()
-    res = fe.result[rows].tolist()
+    has_res = span_features.has_result[rows].tolist()
+    res = span_features.result[rows].tolist()
     fill = -1
     for j in range(len(rows)):
         if first[j]:
@@ -333,21 +375,23 @@ class _Gaps:
     changed: np.ndarray
 
 
-def _gaps(rows: np.ndarray, first: np.ndarray, tl: Timeline, fe: Features, ok: np.ndarray) -> _Gaps:
+def _gaps(
+    rows: np.ndarray, first: np.ndarray, timeline: Timeline, span_features: Features, ok: np.ndarray
+) -> _Gaps:
     prev = np.concatenate([[-1], rows[:-1]])
     pair = ~first & ok[rows] & ok[np.maximum(prev, 0)]
     p0 = np.maximum(prev, 0)
-    gap_s = np.maximum(tl.start[rows] - tl.end[p0], 0) / 1e9
-    known = pair & fe.has_result[rows] & fe.has_result[p0]
-    changed = known & (fe.result[rows] != fe.result[p0])
+    gap_s = np.maximum(timeline.start[rows] - timeline.end[p0], 0) / 1e9
+    known = pair & span_features.has_result[rows] & span_features.has_result[p0]
+    changed = known & (span_features.result[rows] != span_features.result[p0])
     return _Gaps(same=gap_s[pair & ~changed], stale=gap_s[changed], changed=changed)
 
 
 def _best_ttl(
     rows: np.ndarray,
     first: np.ndarray,
-    tl: Timeline,
-    fe: Features,
+    timeline: Timeline,
+    span_features: Features,
     ok: np.ndarray,
     gaps: _Gaps,
     window_s: float,
@@ -365,7 +409,7 @@ def _best_ttl(
     for k in sorted(range(len(ttls)), key=lambda k: (-bound[k], ttls[k])):
         if best is not None and (bound[k] < best[0] or (bound[k] == best[0] and ttls[k] > best[1])):
             break  # (same bound: tried shortest first, and a tie goes to the shorter TTL)
-        got, n_stale, _ = _simulate(rows, first, tl, fe, ok, ttls[k] * 1e9)
+        got, n_stale, _ = _simulate(rows, first, timeline, span_features, ok, ttls[k] * 1e9)
         hits_k = int(got.sum())
         if n_stale == 0 and (
             best is None or hits_k > best[0] or (hits_k == best[0] and ttls[k] < best[1])
@@ -376,27 +420,29 @@ def _best_ttl(
     return best[1], best[2]
 
 
-def _written_between(tl: Timeline, fe: Features, fills: np.ndarray, hits: np.ndarray) -> bool:
+def _written_between(
+    timeline: Timeline, span_features: Features, fills: np.ndarray, hits: np.ndarray
+) -> bool:
     """Whether a call that changes state may have touched what the hit reads between the call
     that filled the entry and the hit: a write to the same resource (table, URL prefix, GraphQL
     schema) anywhere, or a write whose resource is unknown in the hit's own trace (it may have
     touched anything there: GET cart, POST item, GET cart).  A tool or client call of unknown
     effect (``Features.may_write``) counts as such a write: unsure is no finding."""
-    writes = np.flatnonzero((fe.write >= 0) | fe.may_write)
+    writes = np.flatnonzero((span_features.write >= 0) | span_features.may_write)
     if len(writes) == 0 or len(hits) == 0:
         return False
     with np.errstate(over="ignore"):
-        w_trace = tl.trace[writes].astype(np.uint64) * MIX1 + np.uint64(0x5EED)
-        h_trace = tl.trace[hits].astype(np.uint64) * MIX1 + np.uint64(0x5EED)
-    w_res = fe.resource[writes]
-    h_res = fe.resource[hits]
+        w_trace = timeline.trace[writes].astype(np.uint64) * MIX1 + np.uint64(0x5EED)
+        h_trace = timeline.trace[hits].astype(np.uint64) * MIX1 + np.uint64(0x5EED)
+    w_res = span_features.resource[writes]
+    h_res = span_features.resource[hits]
     known = h_res != 0
     # For each hit, the first write of its key at or after the filling call ended (an as-of
     # join per key): a write between when it started before the hit.
     w = pl.DataFrame(
-        {"k": np.where(w_res != 0, w_res, w_trace), "t": tl.start[writes].astype(np.int64)}
+        {"k": np.where(w_res != 0, w_res, w_trace), "t": timeline.start[writes].astype(np.int64)}
     ).sort("k", "t")
-    after, before = tl.end[fills].astype(np.int64), tl.start[hits].astype(np.int64)
+    after, before = timeline.end[fills].astype(np.int64), timeline.start[hits].astype(np.int64)
     q = pl.DataFrame(
         {
             "k": np.concatenate([h_res[known], h_trace]),
@@ -414,29 +460,36 @@ def _written_between(tl: Timeline, fe: Features, fills: np.ndarray, hits: np.nda
     return bool((got["w"] < got["before"]).fill_null(False).any())
 
 
-def _never_cached(tl: Timeline, fe: Features, fills: np.ndarray, hits: np.ndarray) -> bool:
+def _never_cached(
+    timeline: Timeline, span_features: Features, fills: np.ndarray, hits: np.ndarray
+) -> bool:
     """The rules that make a call no cache candidate at any confidence: its answer changes by
     nature (the clock, a random pick, a nonce: ``Features.volatile``); a write to what it reads
     happened between the repeats; or the caller is known for some repeats and not for others
     (who asked is part of the key, and unsure is no finding)."""
-    if fe.volatile[hits].any() or fe.volatile[fills].any():
+    if span_features.volatile[hits].any() or span_features.volatile[fills].any():
         return True
-    who = np.concatenate([fe.identity[hits], fe.identity[fills]]) != 0
+    who = np.concatenate([span_features.identity[hits], span_features.identity[fills]]) != 0
     if who.any() and not who.all():
         return True
-    return _written_between(tl, fe, fills, hits)
+    return _written_between(timeline, span_features, fills, hits)
 
 
 def _cache_confidence(
-    fe: Features, hit_rows: np.ndarray, identical: bool | None, sources: set[str]
+    span_features: Features, hit_rows: np.ndarray, identical: bool | None, sources: set[str]
 ) -> Confidence:
     """High needs identical recorded results, a call known to only read and a key from its
     arguments; unknown results are low; a model call is medium at most (its answer also depends
     on the model's revision, which no key here holds); anything else medium."""
     if identical is None:
         return "low"
-    read_only = bool(fe.read_only[hit_rows].all())
-    if identical and read_only and sources <= _CACHE_KEY_SOURCES and not fe.model[hit_rows].any():
+    read_only = bool(span_features.read_only[hit_rows].all())
+    if (
+        identical
+        and read_only
+        and sources <= _CACHE_KEY_SOURCES
+        and not span_features.model[hit_rows].any()
+    ):
         return "high"
     return "medium"
 
@@ -444,18 +497,18 @@ def _cache_confidence(
 def _cacheable(
     rows: np.ndarray,
     first: np.ndarray,
-    tl: Timeline,
-    fe: Features,
+    timeline: Timeline,
+    span_features: Features,
     spans: pl.DataFrame,
     retry: np.ndarray,
     window_s: float,
     n_retry: int,
 ) -> Candidate | None:
-    ok = ~fe.error & ~retry
-    gaps = _gaps(rows, first, tl, fe, ok)
+    ok = ~span_features.error & ~retry
+    gaps = _gaps(rows, first, timeline, span_features, ok)
     if len(gaps.same) == 0:
         return None
-    best = _best_ttl(rows, first, tl, fe, ok, gaps, window_s)
+    best = _best_ttl(rows, first, timeline, span_features, ok, gaps, window_s)
     if best is None:
         return None
     ttl, hits = best
@@ -463,25 +516,25 @@ def _cacheable(
     hit_rows = rows[hits]
     fills = _fill_of(rows, first, hits)
     # Repeats nested inside another counted repeat are left to it.
-    mark = np.zeros(tl.n, dtype=bool)
+    mark = np.zeros(timeline.n, dtype=bool)
     mark[hit_rows] = True
-    nested = _inside(tl, mark)[hit_rows]
+    nested = _inside(timeline, mark)[hit_rows]
     hit_rows, fills = hit_rows[~nested], fills[~nested]
-    if len(hit_rows) == 0 or _never_cached(tl, fe, fills, hit_rows):
+    if len(hit_rows) == 0 or _never_cached(timeline, span_features, fills, hit_rows):
         return None
-    results_known = bool(fe.has_result[hit_rows].all())
+    results_known = bool(span_features.has_result[hit_rows].all())
     n_changed = int(gaps.changed.sum())
     identical: bool | None = (n_changed == 0) if results_known else None
     if n_changed:
         identical = False
-    if identical is None and not fe.read_only[hit_rows].all():
+    if identical is None and not span_features.read_only[hit_rows].all():
         # Neither what it does nor what it answers is known: nothing positive says a cache
         # may serve it (it may take a job, place an order, read the clock), so no finding.
         return None
-    sources = {KEY_SOURCES[int(s)] for s in np.unique(fe.key_source[hit_rows]) if s >= 0}
+    sources = {KEY_SOURCES[int(s)] for s in np.unique(span_features.key_source[hit_rows]) if s >= 0}
     r0 = spans.row(int(hit_rows[0]), named=True)
     name, service = str(r0["name"]), str(r0["service"])
-    within = int((tl.trace[hit_rows] == tl.trace[fills]).sum())
+    within = int((timeline.trace[hit_rows] == timeline.trace[fills]).sum())
     facts = _CacheFacts(
         name=name,
         hits=len(hit_rows),
@@ -492,9 +545,9 @@ def _cacheable(
         soonest_change_s=float(gaps.stale.min()) if len(gaps.stale) else 0.0,
         ttl=ttl,
         outside=outside,
-        read_only=bool(fe.read_only[hit_rows].all()),
-        model=bool(fe.model[hit_rows].any()),
-        identity=bool((fe.identity[hit_rows] != 0).all()),
+        read_only=bool(span_features.read_only[hit_rows].all()),
+        model=bool(span_features.model[hit_rows].any()),
+        identity=bool((span_features.identity[hit_rows] != 0).all()),
         n_retry=n_retry,
         n_nested=int(nested.sum()),
     )
@@ -504,8 +557,8 @@ def _cacheable(
         names=[name],
         services=[service],
         change=Change(instant=hit_rows),
-        traces=np.unique(tl.trace[hit_rows]),
-        confidence=_cache_confidence(fe, hit_rows, identical, sources),
+        traces=np.unique(timeline.trace[hit_rows]),
+        confidence=_cache_confidence(span_features, hit_rows, identical, sources),
         evidence=_cache_evidence(facts),
         occurrences=len(hit_rows),
         example=[int(hit_rows[0])],
@@ -618,28 +671,30 @@ def _fill_of(rows: np.ndarray, first: np.ndarray, hits: np.ndarray) -> np.ndarra
 
 
 def repeated_write_candidates(
-    tl: Timeline, fe: Features, spans: pl.DataFrame, retry: np.ndarray
+    timeline: Timeline, span_features: Features, spans: pl.DataFrame, retry: np.ndarray
 ) -> list[Candidate]:
     """Calls that change state, made again with the same arguments in the same trace (a lock
     or semaphore taken again is a wait, not a write)."""
-    writes = np.flatnonzero(fe.has_key & (fe.write >= 0) & ~is_lock(spans["name"]))
-    pv = _previous(tl, fe, writes, same_trace=True)
+    writes = np.flatnonzero(
+        span_features.has_key & (span_features.write >= 0) & ~is_lock(spans["name"])
+    )
+    pv = _previous(timeline, span_features, writes, same_trace=True)
     dup = (pv.prev >= 0) & ~retry[pv.rows]
     rows = pv.rows[dup]
-    mark = np.zeros(tl.n, dtype=bool)
+    mark = np.zeros(timeline.n, dtype=bool)
     mark[rows] = True
-    rows = rows[~_inside(tl, mark)[rows]]
+    rows = rows[~_inside(timeline, mark)[rows]]
     out = []
-    for r in _by_op(fe, rows):
+    for r in _by_op(span_features, rows):
         row0 = spans.row(int(r[0]), named=True)
-        reason = fe.write_reasons[int(fe.write[r[0]])]
+        reason = span_features.write_reasons[int(span_features.write[r[0]])]
         out.append(
             Candidate(
                 type=FindingType.REPEATED_WRITE,
                 names=[str(row0["name"])],
                 services=[str(row0["service"])],
                 change=Change(instant=r),
-                traces=np.unique(tl.trace[r]),
+                traces=np.unique(timeline.trace[r]),
                 confidence="low",
                 evidence=[
                     Evidence(

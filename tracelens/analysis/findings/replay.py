@@ -130,11 +130,11 @@ class Replayed:
 class _State:
     """Mutable arrays of one replay."""
 
-    def __init__(self, tl: Timeline, change: Change) -> None:
-        n = tl.n
-        self.tl = tl
-        self.D = tl.dur.copy()
-        self.R = tl.off.copy()
+    def __init__(self, timeline: Timeline, change: Change) -> None:
+        n = timeline.n
+        self.timeline = timeline
+        self.D = timeline.dur.copy()
+        self.R = timeline.off.copy()
         self.E = np.zeros(n, dtype=np.float64)
         self.f = np.ones(n, dtype=np.float64)
         self.lead = np.full(n, -1, dtype=np.int64)
@@ -143,58 +143,63 @@ class _State:
         self.instant = np.zeros(n, dtype=bool)
         self.f[change.factor_rows] = np.clip(change.factor, 0.0, None)
         # Only children their parent waits on take part: the others never delay anything.
-        keep = tl.waited[change.members]
+        keep = timeline.waited[change.members]
         if keep.any():
             m, g = change.members[keep], change.group[keep]
-            order = np.lexsort((tl.row[m], tl.start[m], g))
+            order = np.lexsort((timeline.row[m], timeline.start[m], g))
             m, g = m[order], g[order]
             first = np.concatenate([[True], g[1:] != g[:-1]])
             lead = m[first][np.cumsum(first) - 1]
-            sibling = tl.parent[lead] == tl.parent[m]  # a group is made of siblings
+            sibling = timeline.parent[lead] == timeline.parent[m]  # a group is made of siblings
             self.lead[m[~first & sibling]] = lead[~first & sibling]
             # The parent's own work between the members (its CPU, or an unexplained gap) is
             # still done: it moves before the group, which starts that much after its lead did.
             moved = ~first & sibling
-            np.add.at(self.delay, lead[moved], np.maximum(tl.gap[m[moved]], 0.0))
+            np.add.at(self.delay, lead[moved], np.maximum(timeline.gap[m[moved]], 0.0))
         d, on = change.dep_rows, change.dep_on
         has_lead = (
             (self.lead[d] >= 0)
-            & tl.waited[on]
-            & (tl.parent[on] == tl.parent[d])
-            & (tl.kpos[on] < tl.kpos[d])  # an earlier sibling
+            & timeline.waited[on]
+            & (timeline.parent[on] == timeline.parent[d])
+            & (timeline.kpos[on] < timeline.kpos[d])  # an earlier sibling
         )
         self.dep[d[has_lead]] = on[has_lead]
         # A member that waits for an earlier one keeps its own gap after it: not moved.
         chained = d[has_lead]
-        np.subtract.at(self.delay, self.lead[chained], np.maximum(tl.gap[chained], 0.0))
+        np.subtract.at(self.delay, self.lead[chained], np.maximum(timeline.gap[chained], 0.0))
         self.instant[change.instant] = True
 
 
-def replay(tl: Timeline, change: Change) -> Replayed:
+def replay(timeline: Timeline, change: Change) -> Replayed:
     """Re-time every trace touched by ``change``; the others keep their observed times."""
-    st = _State(tl, change)
-    touched = change.rows(tl.n)
-    leaf = ~tl.has_kids(touched)
+    st = _State(timeline, change)
+    touched = change.rows(timeline.n)
+    leaf = ~timeline.has_kids(touched)
     scaled = touched[leaf & (st.f[touched] != 1.0)]
-    st.D[scaled] = tl.dur[scaled] * st.f[scaled]
+    st.D[scaled] = timeline.dur[scaled] * st.f[scaled]
     st.D[st.instant] = 0.0
     dirty = np.concatenate(
-        [tl.parent[touched[tl.waited[touched]]], touched[~leaf & (st.f[touched] != 1.0)]]
+        [
+            timeline.parent[touched[timeline.waited[touched]]],
+            touched[~leaf & (st.f[touched] != 1.0)],
+        ]
     )
     _run_rounds(st, dirty)
-    new_end = np.rint(tl.start + st.D).astype(np.int64)
-    main = main_roots(tl.roots, tl.trace, tl.start, new_end, tl.row, tl.n_traces)
+    new_end = np.rint(timeline.start + st.D).astype(np.int64)
+    main = main_roots(
+        timeline.roots, timeline.trace, timeline.start, new_end, timeline.row, timeline.n_traces
+    )
     lat = np.where(main >= 0, st.D[np.maximum(main, 0)], 0.0)
-    collapsed = _collapsed(tl, st.instant)
+    collapsed = _collapsed(timeline, st.instant)
     return Replayed(dur=st.D, rel=st.R, collapsed=collapsed, latency=lat, main_root=main)
 
 
 class _Pending:
     """Parents waiting to be re-scanned, bucketed by depth (deepest first), each queued once."""
 
-    def __init__(self, tl: Timeline) -> None:
-        self.depth = tl.depth
-        self.queued = np.zeros(tl.n, dtype=bool)
+    def __init__(self, timeline: Timeline) -> None:
+        self.depth = timeline.depth
+        self.queued = np.zeros(timeline.n, dtype=bool)
         self.buckets: dict[int, list[np.ndarray]] = {}
         self.heap: list[int] = []
 
@@ -232,8 +237,8 @@ def _run_rounds(st: _State, dirty: np.ndarray) -> None:
     A big batch of parents at one depth goes rank by rank through NumPy; a small one (deep or
     narrow traces) parent by parent, which costs less than NumPy's per-call overhead there.
     """
-    tl = st.tl
-    pending = _Pending(tl)
+    timeline = st.timeline
+    pending = _Pending(timeline)
     pending.add(dirty)
     while (now := pending.pop()) is not None:
         now = now[~st.instant[now]]
@@ -242,27 +247,27 @@ def _run_rounds(st: _State, dirty: np.ndarray) -> None:
             for p in now.tolist():
                 _scan_scalar(st, p)
         else:
-            wide = (tl.koff[now + 1] - tl.koff[now]) > _WIDE
+            wide = (timeline.koff[now + 1] - timeline.koff[now]) > _WIDE
             for p in now[wide].tolist():
                 _scan_scalar(st, p)
             _scan_vector(st, now[~wide])
-        moved = now[(st.D[now] != before) & tl.waited[now]]
-        pending.add(tl.parent[moved])
+        moved = now[(st.D[now] != before) & timeline.waited[now]]
+        pending.add(timeline.parent[moved])
 
 
 def _scan_scalar(st: _State, p: int) -> None:
     """Re-time the waited-on children of ``p`` and its new duration (the reference version)."""
-    tl = st.tl
-    k0, k1 = int(tl.koff[p]), int(tl.koff[p + 1])
+    timeline = st.timeline
+    k0, k1 = int(timeline.koff[p]), int(timeline.koff[p + 1])
     f = float(st.f[p])
-    kids = tl.kids[k0:k1].tolist()
-    ekids = tl.ekids[k0:k1].tolist()
+    kids = timeline.kids[k0:k1].tolist()
+    ekids = timeline.ekids[k0:k1].tolist()
     E, R, D = st.E, st.R, st.D
     runmax = -np.inf
     folded = 0
     max_e = -np.inf
     for c in kids:
-        need = int(tl.lp[c])
+        need = int(timeline.lp[c])
         while folded < need:
             runmax = max(runmax, E[ekids[folded]])
             folded += 1
@@ -271,16 +276,16 @@ def _scan_scalar(st: _State, p: int) -> None:
             r = R[lead]
             dep = int(st.dep[c])
             if dep >= 0:
-                r = max(r, E[dep] + (tl.start[c] - tl.end[dep]) * f)
+                r = max(r, E[dep] + (timeline.start[c] - timeline.end[dep]) * f)
         elif need > 0:
-            r = runmax + tl.gap[c] * f
+            r = runmax + timeline.gap[c] * f
         else:
-            r = _scaled_offset(float(tl.off[c]), f)
+            r = _scaled_offset(float(timeline.off[c]), f)
         r += st.delay[c] * f
         R[c] = r
-        E[c] = r + max(D[c] - tl.oh[c], 0.0)
+        E[c] = r + max(D[c] - timeline.oh[c], 0.0)
         max_e = max(max_e, E[c])
-    D[p] = max(0.0, max_e + tl.tail[p] * f)
+    D[p] = max(0.0, max_e + timeline.tail[p] * f)
 
 
 def _scaled_offset(off: float, f: float) -> float:
@@ -314,29 +319,29 @@ def _scan_vector(st: _State, parents: np.ndarray) -> None:
     """
     if len(parents) == 0:
         return
-    tl = st.tl
-    slots, local, rank = _segments(tl.koff, parents)
-    c = tl.kids[slots]
+    timeline = st.timeline
+    slots, local, rank = _segments(timeline.koff, parents)
+    c = timeline.kids[slots]
     flat = np.arange(len(slots), dtype=np.int64)
-    item = flat + (tl.e2k[slots] - slots)  # local index of the span in each end-order slot
+    item = flat + (timeline.e2k[slots] - slots)  # local index of the span in each end-order slot
     f_par = st.f[parents]
     f = f_par[local]
-    gap = tl.gap[c] * f
-    off = _scaled_offsets(tl.off[c], f)
-    need = tl.lp[c]
-    dur = np.maximum(st.D[c] - tl.oh[c], 0.0)
+    gap = timeline.gap[c] * f
+    off = _scaled_offsets(timeline.off[c], f)
+    need = timeline.lp[c]
+    dur = np.maximum(st.D[c] - timeline.oh[c], 0.0)
     lead_row = st.lead[c]
     has_lead = lead_row >= 0
-    lead = np.where(has_lead, flat + (tl.kpos[np.maximum(lead_row, 0)] - slots), -1)
+    lead = np.where(has_lead, flat + (timeline.kpos[np.maximum(lead_row, 0)] - slots), -1)
     dep_row = st.dep[c]
     has_dep = dep_row >= 0
     d0 = np.maximum(dep_row, 0)
-    dep = np.where(has_dep, flat + (tl.kpos[d0] - slots), -1)
-    dep_gap = np.where(has_dep, (tl.start[c] - tl.end[d0]) * f, 0.0)
+    dep = np.where(has_dep, flat + (timeline.kpos[d0] - slots), -1)
+    dep_gap = np.where(has_dep, (timeline.start[c] - timeline.end[d0]) * f, 0.0)
     delay = st.delay[c] * f
     R = np.zeros(len(slots))
     E = np.zeros(len(slots))
-    fold = tl.fold[slots]
+    fold = timeline.fold[slots]
     k_order = np.argsort(rank, kind="stable")
     n_ranks = int(rank.max()) + 1
     k_bounds = np.searchsorted(rank[k_order], np.arange(n_ranks + 1))
@@ -379,28 +384,28 @@ def _scan_vector(st: _State, parents: np.ndarray) -> None:
         E[ki] = e
         max_e[lid] = np.maximum(max_e[lid], e)
     st.R[c] = R
-    st.D[parents] = np.maximum(0.0, max_e + tl.tail[parents] * f_par)
+    st.D[parents] = np.maximum(0.0, max_e + timeline.tail[parents] * f_par)
 
 
-def _collapsed(tl: Timeline, instant: np.ndarray) -> np.ndarray:
+def _collapsed(timeline: Timeline, instant: np.ndarray) -> np.ndarray:
     """Instant spans and everything below them."""
     if not instant.any():
         return instant.copy()
-    return instant | below(tl, instant)
+    return instant | below(timeline, instant)
 
 
-def retime(tl: Timeline, rp: Replayed, rows: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
+def retime(timeline: Timeline, rp: Replayed, rows: Iterable[int]) -> tuple[np.ndarray, np.ndarray]:
     """New (start, end) of ``rows``, which must hold whole traces (every ancestor included)."""
     rows_arr = np.asarray(sorted(set(rows)), dtype=np.int64)
-    order = rows_arr[np.argsort(tl.depth[rows_arr], kind="stable")]
+    order = rows_arr[np.argsort(timeline.depth[rows_arr], kind="stable")]
     ns: dict[int, float] = {}
     new_start = np.zeros(len(order), dtype=np.int64)
     new_end = np.zeros(len(order), dtype=np.int64)
     pos = {int(r): k for k, r in enumerate(rows_arr.tolist())}
     for s in order.tolist():
-        p = int(tl.parent[s])
+        p = int(timeline.parent[s])
         if p < 0:
-            a = float(tl.start[s])
+            a = float(timeline.start[s])
         elif rp.collapsed[p]:
             a = ns[p]
         else:

@@ -27,8 +27,10 @@ _MAX_OPS = 3
 _EXPLAINED = 0.8  # stop adding operations once they explain this share of the gap
 
 
-def tail_candidates(ta: TraceAnalysis, tl: Timeline, fe: Features) -> list[Candidate]:
-    lat = tl.latency.astype(np.float64)
+def tail_candidates(
+    trace_analysis: TraceAnalysis, timeline: Timeline, span_features: Features
+) -> list[Candidate]:
+    lat = timeline.latency.astype(np.float64)
     if len(lat) < MIN_TRACES:
         return []
     p95 = float(np.percentile(lat, TAIL_Q))
@@ -40,30 +42,36 @@ def tail_candidates(ta: TraceAnalysis, tl: Timeline, fe: Features) -> list[Candi
     gap_ns = float(lat[slow].mean() - lat[mid].mean())
     if gap_ns <= 0:
         return []
-    per_op = _critical_by_op(ta, tl, fe, slow, mid)
+    per_op = _critical_by_op(trace_analysis, timeline, span_features, slow, mid)
     if per_op.height == 0:
         return []
     picked = _pick(per_op, gap_ns)
     if not picked:
         return []
-    return [_candidate(ta, tl, fe, per_op, picked, slow, mid, gap_ns, p95)]
+    return [
+        _candidate(trace_analysis, timeline, span_features, per_op, picked, slow, mid, gap_ns, p95)
+    ]
 
 
 def _critical_by_op(
-    ta: TraceAnalysis, tl: Timeline, fe: Features, slow: np.ndarray, mid: np.ndarray
+    trace_analysis: TraceAnalysis,
+    timeline: Timeline,
+    span_features: Features,
+    slow: np.ndarray,
+    mid: np.ndarray,
 ) -> pl.DataFrame:
     """Per operation: mean critical-path ns per trace in the slow and in the median band."""
-    main = ta.sections.filter(pl.col("main")).select("_i", "start_ns", "end_ns")
+    main = trace_analysis.sections.filter(pl.col("main")).select("_i", "start_ns", "end_ns")
     rows = main["_i"].to_numpy()
-    trace = tl.trace[rows]
-    band = np.full(tl.n_traces, -1, dtype=np.int8)
+    trace = timeline.trace[rows]
+    band = np.full(timeline.n_traces, -1, dtype=np.int8)
     band[mid] = 0
     band[slow] = 1
     b = band[trace]
     keep = b >= 0
     sec = pl.DataFrame(
         {
-            "op": fe.op[rows[keep]],
+            "op": span_features.op[rows[keep]],
             "band": b[keep],
             "ns": (main["end_ns"].to_numpy() - main["start_ns"].to_numpy())[keep],
             "row": rows[keep],
@@ -105,9 +113,9 @@ def _pick(per_op: pl.DataFrame, gap_ns: float) -> list[int]:
 
 
 def _candidate(
-    ta: TraceAnalysis,
-    tl: Timeline,
-    fe: Features,
+    trace_analysis: TraceAnalysis,
+    timeline: Timeline,
+    span_features: Features,
     per_op: pl.DataFrame,
     picked: list[int],
     slow: np.ndarray,
@@ -117,13 +125,13 @@ def _candidate(
 ) -> Candidate:
     ops = per_op["op"].to_numpy()[picked]
     rows = per_op["row"].to_numpy()[picked].astype(np.int64)
-    labels = ta.spans.select("name", "service")[rows.tolist()]
+    labels = trace_analysis.spans.select("name", "service")[rows.tolist()]
     names = labels["name"].to_list()
     services = labels["service"].to_list()
     growth = per_op["growth"].to_numpy()[picked]
     slow_mean = per_op["slow_mean"].to_numpy()[picked]
     mid_mean = per_op["mid_mean"].to_numpy()[picked]
-    change = _change(ta, tl, fe, ops, slow, mid)
+    change = _change(trace_analysis, timeline, span_features, ops, slow, mid)
     parts = [
         f"{n}: {s / 1e6:,.1f} ms vs {m / 1e6:,.1f} ms (+{g / 1e6:,.1f})"
         for n, s, m, g in zip(names, slow_mean, mid_mean, growth, strict=True)
@@ -159,26 +167,26 @@ def _candidate(
 
 
 def _change(
-    ta: TraceAnalysis,
-    tl: Timeline,
-    fe: Features,
+    trace_analysis: TraceAnalysis,
+    timeline: Timeline,
+    span_features: Features,
     ops: np.ndarray,
     slow: np.ndarray,
     mid: np.ndarray,
 ) -> Change:
     """Scale the self time of those operations' spans in slow traces to the median band's."""
-    self_ns = ta.spans["self_ns"].to_numpy().astype(np.float64)
-    in_slow = np.zeros(tl.n_traces, dtype=bool)
+    self_ns = trace_analysis.spans["self_ns"].to_numpy().astype(np.float64)
+    in_slow = np.zeros(timeline.n_traces, dtype=bool)
     in_slow[slow] = True
-    in_mid = np.zeros(tl.n_traces, dtype=bool)
+    in_mid = np.zeros(timeline.n_traces, dtype=bool)
     in_mid[mid] = True
     rows_out: list[np.ndarray] = []
     factors: list[np.ndarray] = []
     for op in ops.tolist():
-        of_op = fe.op == op
-        typical = self_ns[of_op & in_mid[tl.trace]]
+        of_op = span_features.op == op
+        typical = self_ns[of_op & in_mid[timeline.trace]]
         target = float(np.median(typical)) if len(typical) else 0.0
-        r = np.flatnonzero(of_op & in_slow[tl.trace] & (self_ns > target))
+        r = np.flatnonzero(of_op & in_slow[timeline.trace] & (self_ns > target))
         rows_out.append(r)
         factors.append(np.where(self_ns[r] > 0, target / np.maximum(self_ns[r], 1.0), 1.0))
     rows = np.concatenate(rows_out) if rows_out else np.zeros(0, dtype=np.int64)

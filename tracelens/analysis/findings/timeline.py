@@ -236,15 +236,15 @@ def _depths(parent: np.ndarray) -> np.ndarray:
         anc = nxt
 
 
-def below(tl: Timeline, marked: np.ndarray) -> np.ndarray:
+def below(timeline: Timeline, marked: np.ndarray) -> np.ndarray:
     """Spans with a marked ancestor (not counting themselves).
 
     Pointer jumping: after k passes each span knows its ancestors up to 2**k levels up, so a
     50,000-level trace takes 16 passes, and a usual one three or four.
     """
-    ids = np.arange(tl.n, dtype=np.int64)
-    has_parent = tl.parent >= 0
-    anc = np.where(has_parent, tl.parent, ids)
+    ids = np.arange(timeline.n, dtype=np.int64)
+    has_parent = timeline.parent >= 0
+    anc = np.where(has_parent, timeline.parent, ids)
     flag = marked[anc] & has_parent
     while True:
         nxt = anc[anc]
