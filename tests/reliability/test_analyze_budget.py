@@ -11,10 +11,12 @@ budget it was given, with the JSON of every trace (the costliest output).
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 from hostile_support import PeakRss, clean_exit_2, cli
 from test_collector_support import ROOT
@@ -22,6 +24,7 @@ from test_collector_support import ROOT
 from tracelens import api
 from tracelens.errors import BudgetError
 from tracelens.store import DuckDBStore
+from tracelens.store.duckdb import TABLE
 
 sys.path.insert(0, str(ROOT / "bench"))
 from synth import DEFAULT_START_NS, write_store
@@ -96,10 +99,19 @@ def test_the_count_is_what_the_read_returns(small_store: str) -> None:
     assert want == (0, 0)  # the last window holds nothing
 
 
-@pytest.mark.heavy
-def test_analyze_of_a_million_spans_stays_under_the_budget_it_admits(tmp_path: Path) -> None:
-    db = str(tmp_path / "1m.duckdb")
+@pytest.fixture(scope="module")
+def million_store(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """1M spans (20,000 synth traces), made once for the heavy tests (read-only for them)."""
+    db = str(tmp_path_factory.mktemp("budget") / "1m.duckdb")
     assert write_store(db, 20_000) == 1_000_000
+    return db
+
+
+@pytest.mark.heavy
+def test_analyze_of_a_million_spans_stays_under_the_budget_it_admits(
+    tmp_path: Path, million_store: str
+) -> None:
+    db = million_store
     # 384 + (1e6 * 2400 + 740,000 * 100) / 2**20 = 2,744 MiB: the smallest budget admitting it.
     refused = cli("analyze", "--db", db, "--memory-mb", "2743")
     clean_exit_2(refused, "1,000,000 spans (740,000 attributes)", "2,744 MiB", "--memory-mb")
@@ -118,13 +130,28 @@ def test_analyze_of_a_million_spans_stays_under_the_budget_it_admits(tmp_path: P
 
 @pytest.mark.heavy
 def test_a_three_million_span_store_is_refused_under_2048_mib_before_the_read(
-    tmp_path: Path,
+    tmp_path: Path, million_store: str
 ) -> None:
     """Issue 27's case: ``analyze --db`` on 3M spans took 15.3 GB.  Under a 2,048 MiB budget it
     is refused from the count alone: exit 2, the message, and a peak RSS far under the budget
-    (reading the spans alone would hold ~900 MiB: 300 bytes a span, bench/analyze_memory.py)."""
+    (reading the spans alone would hold ~900 MiB: 300 bytes a span, bench/analyze_memory.py).
+    The 3M spans are the 1M store's three times over, the copies under other trace ids (md5 of
+    the id and the copy's number: 32 hex digits, as a trace id is), made by DuckDB itself."""
     db = str(tmp_path / "3m.duckdb")
-    assert write_store(db, 60_000) == 3_000_000
+    shutil.copyfile(million_store, db)
+    con = duckdb.connect(db)
+    try:
+        con.execute(f"CREATE TEMP TABLE original AS SELECT * FROM {TABLE}")
+        for copy in ("1", "2"):
+            con.execute(
+                f"INSERT INTO {TABLE} SELECT * REPLACE (md5(trace_id || ?) AS trace_id) "
+                "FROM original",
+                [copy],
+            )
+    finally:
+        con.close()
+    with DuckDBStore(db) as store:
+        assert store.count() == 3_000_000
     proc = subprocess.Popen(
         [sys.executable, "-m", "tracelens.cli", "analyze", "--db", db, "--memory-mb", "2048"],
         cwd=ROOT,
