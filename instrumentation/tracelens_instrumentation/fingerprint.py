@@ -666,31 +666,33 @@ def text_fps(value: str, fps: tuple[str, ...]) -> tuple[str, ...]:
 MAX_RECORDED_TOKENS: Final = 2048  # tokens of one recorded text expanded by ``recorded_forms``
 
 
+def _recorded_tokens(text: str) -> list[str]:
+    """The tokens of a recorded text (``MAX_BYTES`` of it, JSON string escapes undone),
+    stripped, at most ``MAX_RECORDED_TOKENS``: what ``recorded_forms`` and ``has_derived`` read."""
+    plain = text[:MAX_BYTES].replace("\\", " ")
+    tokens = (t.strip(_TOKEN_STRIP) for t in _TOKEN_RE.findall(plain)[:MAX_RECORDED_TOKENS])
+    return [t for t in tokens if t]
+
+
 def recorded_forms(text: str, encode: bool = False) -> str:
     """A recorded text (a tool call's arguments or result, a URL, a message) followed by every
     form its tokens may take on the way to the next hop, in lower case: each token's parts and
     its URL-, base64- and hex-decoded forms (and, with ``encode``, for a result, its base64 and
-    hex encodings), with JSON string escapes undone.  The analyzer
-    compares recorded values of spans it did not fingerprint in this space, so a value that flows
-    re-encoded, re-cased or inside a JSON string links as the decorator's fingerprints link it
-    (issue 25; docs/attributes.md, "Forms").  Bounded by ``MAX_BYTES`` characters and
+    hex encodings), with JSON string escapes undone.  The analyzer compares recorded values of
+    spans it did not fingerprint in this space, so a value that flows re-encoded, re-cased or
+    inside a JSON string links as the decorator's fingerprints link it (issue 25;
+    docs/attributes.md, "Forms").  Bounded by ``MAX_BYTES`` characters and
     ``MAX_RECORDED_TOKENS`` tokens."""
-    plain = text[:MAX_BYTES].replace("\\", " ")
-    out = [plain]
-    for token in _TOKEN_RE.findall(plain)[:MAX_RECORDED_TOKENS]:
-        token = token.strip(_TOKEN_STRIP)
-        if token:
-            out.extend(_token_forms(token, encode))
+    out = [text[:MAX_BYTES].replace("\\", " ")]
+    for token in _recorded_tokens(text):
+        out.extend(_token_forms(token, encode))
     return " ".join(out).lower()
 
 
 def has_derived(text: str) -> bool:
     """Whether a recorded text holds a token shaped like a digest or a signature
     (``looks_derived``): a value only computation makes, which no text match can trace back."""
-    return any(
-        looks_derived(t.strip(_TOKEN_STRIP))
-        for t in _TOKEN_RE.findall(text[:MAX_BYTES].replace("\\", " "))
-    )
+    return any(looks_derived(t) for t in _recorded_tokens(text))
 
 
 def collect_fps(parts: Sequence[list[tuple[int, bytes]]], limit: int = MAX_FPS) -> list[str]:

@@ -735,6 +735,8 @@ def features(spans: pl.DataFrame) -> Features:
         (pl.col("status_code") == "error").alias("error"),
         pl.struct("service", "name").hash(seed=3).alias("op"),
     )
+    model = spans["model_call"].fill_null(False).to_numpy()
+    cpu = kinds["cpu"].to_numpy()
     return Features(
         op=kinds["op"].to_numpy().astype(np.uint64),
         key=key,
@@ -743,8 +745,8 @@ def features(spans: pl.DataFrame) -> Features:
         result=result,
         has_result=has_result,
         instrumented=instr,
-        model=spans["model_call"].fill_null(False).to_numpy(),
-        cpu=kinds["cpu"].to_numpy(),
+        model=model,
+        cpu=cpu,
         error=kinds["error"].to_numpy(),
         write=write,
         write_reasons=reasons,
@@ -764,7 +766,7 @@ def features(spans: pl.DataFrame) -> Features:
         contended=_contended(spans),
         derived=marks["derived"].to_numpy(),
         has_arg_fps=spans["arg_fps"].is_not_null().to_numpy(),
-        may_write=_may_write(attrs, spans, write, read_only, kinds["cpu"].to_numpy()),
+        may_write=_may_write(attrs, spans, write, read_only | model | cpu),
     )
 
 
@@ -774,10 +776,11 @@ def _result_forms(text: str) -> str:
 
 
 def _may_write(
-    attrs: _Attrs, spans: pl.DataFrame, write: np.ndarray, read_only: np.ndarray, cpu: np.ndarray
+    attrs: _Attrs, spans: pl.DataFrame, write: np.ndarray, no_effect: np.ndarray
 ) -> np.ndarray:
     """Calls that may have changed state though nothing names an effect: a tool call or an
-    outgoing (client) call that is not known to only read, nor a model call nor CPU work, and
+    outgoing (client) call with no effect named (``write``) and none ruled out (``no_effect``:
+    known to only read, a model call, CPU work), and
     calls nothing traced itself (an enclosing span is not a call between two others).  A
     repeat after one of these in its trace may read what it changed: no cache finding rests on
     the hope that it did not (issue 25, "an effect no verb list names")."""
@@ -789,8 +792,7 @@ def _may_write(
     parent = spans["_parent"].to_numpy()
     leaf = np.ones(n, dtype=bool)
     leaf[parent[parent >= 0]] = False
-    model = spans["model_call"].fill_null(False).to_numpy()
-    return tool & leaf & (write < 0) & ~read_only & ~model & ~cpu
+    return tool & leaf & (write < 0) & ~no_effect
 
 
 def _volatile(attrs: _Attrs, names: pl.Series) -> np.ndarray:
