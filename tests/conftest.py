@@ -18,8 +18,8 @@ import tracelens.render  # noqa: E402, F401
 # Hypothesis profiles: how many examples each property test gets, and whether they are new ones.
 # The profile decides for every test; a test states its own ``max_examples`` only where one
 # example is itself an end-to-end run (none today: README, "Testing").
-# * dev (the default): 50 examples, a new random draw each run; a failure is saved in
-#   .hypothesis/ and replayed first next time, so local runs explore.
+# * dev (the default, make test): 25 examples, a new random draw each run; a failure is saved
+#   in .hypothesis/ and replayed first next time, so local runs explore a little each time.
 # * ci (CI=1, what .ci/run sets): the same 50 examples every run (derandomize, no example
 #   database), so a red build is the change's doing, not a new draw; print_blob prints the
 #   @reproduce_failure line of a failure.  Exploring is left to dev runs and nightly.
@@ -27,7 +27,7 @@ import tracelens.render  # noqa: E402, F401
 # No profile has a deadline: on a shared 2-core machine one slow example is the machine's
 # doing, and the per-test time is watched by --durations, not by a timer inside a test.
 # HYPOTHESIS_PROFILE names any of them and wins over CI (pytest's --hypothesis-profile too).
-settings.register_profile("dev", max_examples=50, deadline=None)
+settings.register_profile("dev", max_examples=25, deadline=None)
 settings.register_profile(
     "ci", max_examples=50, derandomize=True, database=None, deadline=None, print_blob=True
 )

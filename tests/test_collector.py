@@ -190,6 +190,7 @@ def test_health_stats_and_other_signals(tmp_path: Path) -> None:
         col.stop()
 
 
+@pytest.mark.system
 def test_store_is_locked_while_collecting_and_a_second_collector_says_so(tmp_path: Path) -> None:
     col = start_collector(tmp_path / "t.duckdb", grpc="off")
     try:

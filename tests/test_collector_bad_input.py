@@ -131,6 +131,7 @@ def test_grpc_garbage_is_invalid_argument(collector: Collector) -> None:
     _healthy(collector)
 
 
+@pytest.mark.system
 def test_thousands_of_concurrent_tiny_requests(collector: Collector) -> None:
     bodies = [encode_spans([span]).SerializeToString() for span in make_spans(2000, prefix="tiny")]
     statuses = asyncio.run(_flood(collector.http, bodies, connections=200))

@@ -300,6 +300,7 @@ def test_main_job_runs_end_to_end(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.system
 def test_main_job_fails_loudly_and_stops_its_collector(tmp_path: Path) -> None:
     """A step that fails (here: tracing switched off, so no spans) fails the job, and the
     collector it started does not outlive it."""

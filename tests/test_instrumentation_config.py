@@ -329,6 +329,7 @@ print(sum(first), sum(out), live_first, live_after, left, flush(2))
 """
 
 
+@pytest.mark.system
 def test_same_behaviour_on_off_and_unreachable(tmp_path: Path) -> None:
     env_common = {"OTEL_EXPORTER_OTLP_TIMEOUT": "1", "OTEL_BSP_SCHEDULE_DELAY": "200"}
     results = {}

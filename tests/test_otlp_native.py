@@ -244,6 +244,7 @@ def corrupted(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
+@pytest.mark.system
 @_SETTINGS
 @given(corrupted())
 def test_corrupted_requests_decode_alike_or_are_refused_alike(data: bytes) -> None:
@@ -439,6 +440,7 @@ def merged(draw: st.DrawFn) -> bytes:
     return out
 
 
+@pytest.mark.system
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(merged())
 def test_merged_messages_decode_alike(data: bytes) -> None:

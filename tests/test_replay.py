@@ -239,6 +239,7 @@ def test_retimed_traces_reanalysed_give_the_replayed_latency(
     assert again.traces["duration_ns"].to_list() == pytest.approx(result.latency.tolist(), abs=1)
 
 
+@pytest.mark.system
 @settings(deadline=None)
 @given(forests_and_changes())
 def test_vectorised_rounds_agree_with_the_plain_loop(case: tuple[list[dict], dict]) -> None:
@@ -286,6 +287,7 @@ def pred_counts_reference(
     return q - koff[parent[kids]]
 
 
+@pytest.mark.system
 @settings(deadline=None)
 @given(forests(), st.sampled_from([1, 1 << 52]))
 def test_predecessor_counts_match_the_sort_based_reference(rows: list[dict], scale: int) -> None:

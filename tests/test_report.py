@@ -212,6 +212,7 @@ def test_hostile_names_and_attributes_come_out_escaped() -> None:
     assert any('"><img src=x onerror=alert(2)>' in t for t in doc.titles)
 
 
+@pytest.mark.system
 @settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     name=st.text(min_size=1, max_size=40),

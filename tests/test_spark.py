@@ -197,6 +197,7 @@ def test_spark_equals_embedded_on_a_generated_span_set(spark: Any, tmp_path: Pat
     assert got == want
 
 
+@pytest.mark.system
 def test_spark_on_a_table_without_seq_whose_traces_cross_partitions(
     spark: Any, tmp_path: Path
 ) -> None:

@@ -115,6 +115,7 @@ def test_journal_files_are_private_whatever_the_umask(tmp_path: Path) -> None:
 # -- a collector whose journal writes fail (the fault seam: any machine) -------------------------
 
 
+@pytest.mark.system
 def test_failed_journal_writes_answer_503_and_unavailable_never_200(tmp_path: Path) -> None:
     """The journal accepts a few requests, then refuses 6 writes, then works again (space came
     back).  HTTP gets 503 + Retry-After, gRPC UNAVAILABLE + RetryInfo while it fails; /health is

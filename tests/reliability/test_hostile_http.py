@@ -229,6 +229,7 @@ def test_token_file_keeps_the_token_out_of_ps(guarded: tuple[Collector, str]) ->
     assert httpx.post(url, content=good, headers=basic).status_code == 401
 
 
+@pytest.mark.system
 def test_token_from_the_environment(tmp_path: Path) -> None:
     col = start_collector(tmp_path / "t.duckdb", env={"TRACELENS_TOKEN": "from-env"})
     try:
@@ -255,6 +256,7 @@ def test_grpc_bearer_scheme_is_case_insensitive(
         assert err.value.code() is grpc.StatusCode.UNAUTHENTICATED
 
 
+@pytest.mark.system
 def test_token_file_mistakes_are_usage_errors(tmp_path: Path) -> None:
     import subprocess
     import sys

@@ -66,6 +66,19 @@ def _measured(col: Collector, load: Callable[[], object]) -> tuple[object, int]:
 
 @pytest.mark.smoke
 def test_concurrent_grpc_and_http_stay_within_the_budget(tmp_path: Path) -> None:
+    """The smoke size: 12 gRPC messages at the message limit, 4 over it, 6 HTTP bodies."""
+    _concurrent_grpc_and_http(tmp_path, at_limit_n=12, over_n=4, http_n=6)
+
+
+@pytest.mark.system
+def test_fifty_grpc_messages_and_sixteen_http_bodies_stay_within_the_budget(
+    tmp_path: Path,
+) -> None:
+    """The acceptance size: 40 gRPC messages at the limit and 10 of 60 MiB, 16 HTTP bodies."""
+    _concurrent_grpc_and_http(tmp_path, at_limit_n=40, over_n=10, http_n=16)
+
+
+def _concurrent_grpc_and_http(tmp_path: Path, *, at_limit_n: int, over_n: int, http_n: int) -> None:
     budget = 1024
     col = start_collector(tmp_path / "t.duckdb", "--memory-mb", str(budget))
     try:
@@ -75,23 +88,23 @@ def test_concurrent_grpc_and_http_stay_within_the_budget(tmp_path: Path) -> None
         over = b"\x0a" + b"\x00" * (60 * MiB)
 
         def load() -> object:
-            codes = _storm(col.grpc or "", [at_limit] * 40 + [over] * 10)
-            bodies = [_sized(int(7.5 * MiB))] * 16
+            codes = _storm(col.grpc or "", [at_limit] * at_limit_n + [over] * over_n)
+            bodies = [_sized(int(7.5 * MiB))] * http_n
 
             def post(body: bytes) -> int:
                 return httpx.post(
                     f"{col.http}/v1/traces", content=body, headers=PROTO, timeout=120
                 ).status_code
 
-            with ThreadPoolExecutor(16) as pool:
+            with ThreadPoolExecutor(http_n) as pool:
                 statuses = Counter(pool.map(post, bodies))
             return codes, statuses
 
         (codes, statuses), rss = _measured(col, load)  # type: ignore[misc]
         print(f"peak RSS {rss / MiB:.0f} MiB; gRPC {dict(codes)}; HTTP {dict(statuses)}")
         assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED", "UNAVAILABLE"}, codes
-        assert codes["OK"] >= 10
-        assert codes["RESOURCE_EXHAUSTED"] >= 10  # at least the ten 60 MiB messages
+        assert codes["OK"] >= min(10, at_limit_n)
+        assert codes["RESOURCE_EXHAUSTED"] >= over_n  # at least the 60 MiB messages
         assert set(statuses) <= {200, 503} and statuses[200] > 0, statuses
         assert rss < budget * MiB, rss / MiB
     finally:
