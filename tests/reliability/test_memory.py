@@ -39,14 +39,15 @@ def _sized(target: int) -> bytes:
     return base.SerializeToString()
 
 
-def _storm(address: str, messages: list[bytes]) -> Counter[str]:
-    """Every message at once, each on its own channel (as 40 separate exporters would)."""
+def _storm(address: str, messages: list[bytes], timeout: float = 120) -> Counter[str]:
+    """Every message at once, each on its own channel (as 40 separate exporters would), each
+    with the client deadline ``timeout``."""
 
     def one(message: bytes) -> str:
         options = [("grpc.max_send_message_length", 128 * MiB)]
         with grpc.insecure_channel(address, options=options) as channel:
             try:
-                channel.unary_unary(EXPORT)(message, timeout=120)
+                channel.unary_unary(EXPORT)(message, timeout=timeout)
                 return "OK"
             except grpc.RpcError as err:
                 return str(err.code().name)
@@ -119,13 +120,14 @@ def test_forty_concurrent_60_mib_grpc_messages_stay_within_the_budget(tmp_path: 
     try:
         assert col.grpc
         message = _sized(60 * MiB)
-        codes, rss = _measured(col, lambda: _storm(col.grpc or "", [message] * 40))
+        codes, rss = _measured(col, lambda: _storm(col.grpc or "", [message] * 40, timeout=60))
         print(f"peak RSS {rss / MiB:.0f} MiB; gRPC {codes}")
         # 2.4 GB sent at once to 2 cores: since admission charges bytes received (issue 27),
-        # more of them are admitted and some (3-12 of 40, measured) are still queued when their
-        # client's 120 s deadline passes (shedding them earlier is open work).  Those were never
-        # acknowledged (the exporter retries); what this test holds is the memory budget and
-        # that every answer is a definite one.
+        # more of them are admitted and some are still queued when their client's deadline
+        # passes (3-12 of 40 at 120 s, measured; more at the 60 s used here to keep CI short;
+        # shedding them earlier is open work).  Those were never acknowledged (the exporter
+        # retries); what this test holds is the memory budget and that every answer is a
+        # definite one.
         allowed = {"OK", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED"}
         assert set(codes) <= allowed, codes  # type: ignore[arg-type]
         assert codes["OK"] >= 1  # type: ignore[index]
