@@ -419,7 +419,7 @@ def url_canonical(values: pl.Series, *, bare_whole: bool = False) -> pl.Series:
     URL and for its canonical form, and the Python rules run once per distinct host and path
     instead of once per distinct URL (queries make nearly every URL distinct).  Literal splits
     only, as ``_url_path`` makes them.  ``bare_whole``: a value without ``://`` is kept whole
-    (``is_volatile_text`` reads all of a text that is no URL)."""
+    (the volatile words read all of a text that is no URL)."""
     v = pl.col("v")
     scheme = v.str.contains("://", literal=True)
     rest = pl.when(scheme).then(v.str.splitn("://", 2).struct.field("field_1")).otherwise(v)
@@ -465,12 +465,6 @@ def _url_reason(url: str) -> str | None:
     return f"its URL path says '{m.group(2)}'" if m else None
 
 
-def is_volatile_text(text: str) -> bool:
-    """Whether a name, tool or URL path says the answer changes on every call (the clock, a
-    random pick, a nonce, a live price) or the SQL calls a volatile function."""
-    return _volatile_call(text) or _volatile_words(text)
-
-
 def _volatile_call(text: str) -> bool:
     return _VOLATILE_RE.search(text) is not None
 
@@ -481,7 +475,9 @@ def _volatile_words(text: str) -> bool:
 
 
 def volatile(values: pl.Series, canonical: pl.Series | None = None) -> np.ndarray:
-    """``is_volatile_text`` of every value as a bool array (null: False), each regex run in
+    """Whether each value says the answer changes on every call (the clock, a random pick, a
+    nonce, a live price: ``_volatile_words``) or is SQL calling a volatile function
+    (``_volatile_call``), as a bool array (null: False), each regex run in
     Python only on the distinct values that may match it (``_may_hold``), the words on the
     canonical URL (``url_canonical``: they read its path alone).  ``canonical``: the values'
     ``url_canonical`` where the caller has it (mostly distinct values, URLs: not deduplicated)."""
@@ -497,7 +493,7 @@ def volatile(values: pl.Series, canonical: pl.Series | None = None) -> np.ndarra
 
 
 def _volatile_of(values: pl.Series, subject: pl.Series) -> np.ndarray:
-    """``is_volatile_text`` of ``values`` given ``subject``, their ``url_canonical`` with
+    """``volatile`` of ``values`` given ``subject``, their ``url_canonical`` with
     ``bare_whole`` (null: False)."""
     out = np.zeros(len(values), dtype=bool)
     maybe = _may_hold(values, _VOLATILE_SQL_HEADS)
@@ -797,7 +793,7 @@ def _may_write(
 
 def _volatile(attrs: _Attrs, names: pl.Series) -> np.ndarray:
     """Calls whose answer changes on every call by nature: by name, tool name, URL path or a
-    volatile SQL function (``is_volatile_text``)."""
+    volatile SQL function (``volatile``)."""
     out = volatile(names)
     for keys in ((A.GEN_AI_TOOL_NAME,), _URL_KEYS, _SQL_KEYS):
         got = attrs.first(keys)
