@@ -29,7 +29,7 @@ from tracelens_instrumentation import attributes as A
 from tracelens.analysis import analyze_spans
 from tracelens.analysis.hotspots import cpu_hotspots
 from tracelens.render.folded import write_folded
-from tracelens.report import flame, render_report
+from tracelens.render.html import flame, render_report
 
 __all__ = ["browser"]  # fixture, imported for pytest
 

@@ -16,7 +16,7 @@ from test_report import parse
 
 from tracelens.api import weeks_in, write_weekly
 from tracelens.cli import main
-from tracelens.report import iso_week, week_bounds
+from tracelens.render.html import iso_week, week_bounds
 from tracelens.store import DuckDBStore
 
 MS = 1_000_000

@@ -7,8 +7,8 @@ Loading, analysing and writing files is the library's (``tracelens.write_report`
 
 from __future__ import annotations
 
-from tracelens.report.render import render_report, report_context
-from tracelens.report.weekly import iso_week, render_index, render_week, week_bounds
+from tracelens.render.html.render import render_report, report_context
+from tracelens.render.html.weekly import iso_week, render_index, render_week, week_bounds
 
 __all__ = [
     "iso_week",

@@ -22,7 +22,7 @@ from tracelens.analysis.diff import compare as compare_runs
 from tracelens.analysis.diff.compare import MIN_DELTA_MS, MIN_TRACES
 from tracelens.analysis.diff.profile import Profile
 from tracelens.analysis.kinds import KINDS
-from tracelens.report import model
+from tracelens.render.html import model
 
 WEEK_NS = 7 * 86_400 * 10**9
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
@@ -293,7 +293,7 @@ def render_week(
     index_href: str | None = None,
 ) -> str:
     """One week's page: the report of its analysis, with the comparison with the week before."""
-    from tracelens.report.render import render_context, report_context
+    from tracelens.render.html.render import render_context, report_context
 
     ctx = report_context(
         analysis, title=f"{title or 'Agent latency'}, week {stats.week}", sources=[source]
@@ -332,7 +332,7 @@ def render_index(
 ) -> str:
     """The index page over ``weeks`` (oldest first; each its stats, its comparison with the week
     before or ``None``, and the href of its page): trends, and a row per week, newest first."""
-    from tracelens.report.render import render_context
+    from tracelens.render.html.render import render_context
 
     stats = [st for st, _, _ in weeks]
     rows = [_index_row(st, comp, href) for st, comp, href in weeks]
