@@ -1,4 +1,5 @@
-"""``report.flame``: layouts, operation paths and groups worked out by hand; SVG safety; bounds."""
+"""``render.html.flame``: layouts, operation paths and groups worked out by hand; SVG safety;
+bounds."""
 
 from __future__ import annotations
 

@@ -21,20 +21,19 @@ from typing import Any
 import polars as pl
 
 from tracelens.analysis import Analysis
+from tracelens.analysis.weekly import (
+    MIN_SAMPLES,
+    THRESHOLD,
+    WeekStats,
+    week_bounds,
+    week_diff,
+    week_stats,
+)
 from tracelens.analysis.whatif import parse_all
 from tracelens.errors import OptionError, TracelensError
 from tracelens.progress import Progress
 from tracelens.render.html import render_report
-from tracelens.render.html.weekly import (
-    MIN_SAMPLES,
-    THRESHOLD,
-    WeekStats,
-    compare,
-    render_index,
-    render_week,
-    week_bounds,
-    week_stats,
-)
+from tracelens.render.html.weekly import compare, render_index, render_week
 
 
 @dataclass(frozen=True)
@@ -215,12 +214,14 @@ def write_weekly(
             lib, db, w, findings, what_if, what_if_threshold_ms, bar, memory_mb
         )
         st = week_stats(w, analysis)
+        samples = MIN_SAMPLES if min_samples is None else min_samples
         comp = (
             compare(
                 prev,
                 st,
+                week_diff(prev, st, min_samples=samples),
                 threshold=THRESHOLD if threshold is None else threshold,
-                min_samples=MIN_SAMPLES if min_samples is None else min_samples,
+                min_samples=samples,
             )
             if prev
             else None

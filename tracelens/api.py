@@ -772,7 +772,7 @@ def write_weekly(
 ) -> list[Path]:
     """One report per ISO week with traces in the store, plus ``index.html``; or, with ``week``,
     that week's report only (compared with the latest earlier week that has traces).
-    ``threshold`` and ``min_samples`` (None: ``report.weekly.THRESHOLD``, ``MIN_SAMPLES``) say
+    ``threshold`` and ``min_samples`` (None: ``analysis.weekly.THRESHOLD``, ``MIN_SAMPLES``) say
     which week-over-week changes are flagged; ``memory_mb`` is each week's analysis' memory
     budget, as for ``analyze``.  Returns the paths written, the index last."""
     from tracelens import _reports

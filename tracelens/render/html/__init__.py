@@ -1,6 +1,7 @@
 """HTML reports: one self-contained page per analysis, and weekly pages with an index.
 
-This package only renders: it turns an ``Analysis`` (and per-week figures) into HTML strings.
+This package only renders: it turns an ``Analysis`` (and per-week figures,
+``tracelens.analysis.weekly``) into HTML strings.
 Loading, analysing and writing files is the library's (``tracelens.write_report``,
 ``tracelens.write_weekly``), which the ``tracelens report`` command wraps.
 """
@@ -8,13 +9,6 @@ Loading, analysing and writing files is the library's (``tracelens.write_report`
 from __future__ import annotations
 
 from tracelens.render.html.render import render_report, report_context
-from tracelens.render.html.weekly import iso_week, render_index, render_week, week_bounds
+from tracelens.render.html.weekly import render_index, render_week
 
-__all__ = [
-    "iso_week",
-    "render_index",
-    "render_report",
-    "render_week",
-    "report_context",
-    "week_bounds",
-]
+__all__ = ["render_index", "render_report", "render_week", "report_context"]

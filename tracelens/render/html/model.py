@@ -443,7 +443,7 @@ def sizing_view(analysis: Analysis) -> dict[str, Any]:
 
 
 def flames(analysis: Analysis) -> Markup:
-    """The flame-graph section (``report.flame``): critical path by operation for the median
+    """The flame-graph section (``render.html.flame``): critical path by operation for the median
     and slowest-5 % traces, and the CPU flame graph of critical-path samples."""
     from tracelens.render.html.flame import flame_section
 
