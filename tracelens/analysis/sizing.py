@@ -195,6 +195,11 @@ class Sizing:
             "binding": self.binding,
         }
 
+    def to_json(self) -> str:
+        """``to_dict`` as JSON text (``tracelens.render.json``, once ``tracelens.render`` is
+        imported): ``tracelens size --format json``."""
+        return render(self, "json")
+
     def to_text(self) -> str:
         """The terminal lines (``tracelens.render.text``, once ``tracelens.render`` is
         imported)."""

@@ -1,13 +1,14 @@
 """The JSON renderer: the one writer of the ``tracelens.analysis/1`` document of an ``Analysis``
 and of the ``tracelens.diff/1`` document of a ``Diff`` (``docs/analysis-json.md``: the field
-names and their order are a contract, held byte for byte by ``tests/golden``).
+names and their order are a contract, held byte for byte by ``tests/golden``), and of a
+``Sizing`` (``tracelens size --format json``).
 
 The results hold data; this module reads them.  ``analysis_document`` is the one place the
-analysis document is put together (the small typed parts, a fit or a stage table, give their own
-fields with ``to_dict``, as ``fields_dict`` spells them), ``analysis_json`` its text and
+analysis document is put together (the small typed parts, a fit or a stage table, give their
+own fields with ``to_dict``, as ``fields_dict`` spells them), ``analysis_json`` its text and
 ``finding_json`` one finding.  Importing the module registers its writers with
 ``tracelens.analysis.outputs`` as the ``"dict"`` and ``"json"`` outputs, which is how the thin
-conveniences ``Analysis.to_dict``/``to_json`` and ``Diff.to_dict``/``to_json`` find it.
+conveniences ``to_dict``/``to_json`` of ``Analysis``, ``Diff`` and ``Sizing`` find them.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from tracelens.analysis.fields import fields_dict
 from tracelens.analysis.findings.finding import Example, Finding
 from tracelens.analysis.outputs import register
 from tracelens.analysis.result import Analysis
+from tracelens.analysis.sizing import Sizing
 
 _MARK = "\x00traces\x00"  # where ``analysis_json`` writes the traces (a control character: escaped)
 
@@ -152,9 +154,23 @@ def diff_json(diff: Diff, indent: int | None = 2) -> str:
     return json.dumps(diff_document(diff), indent=indent, ensure_ascii=False)
 
 
+def sizing_json(sizing: Sizing) -> str:
+    """A ``Sizing`` as ``tracelens size --format json`` prints it (``docs/analysis-json.md``,
+    Sizing: its ``to_dict``, indented, ASCII)."""
+    return json.dumps(sizing.to_dict(), indent=2)
+
+
 register(Analysis, "dict", analysis_document)
 register(Analysis, "json", analysis_json)
 register(Diff, "dict", diff_document)
 register(Diff, "json", diff_json)
+register(Sizing, "json", sizing_json)
 
-__all__ = ["analysis_document", "analysis_json", "diff_document", "diff_json", "finding_json"]
+__all__ = [
+    "analysis_document",
+    "analysis_json",
+    "diff_document",
+    "diff_json",
+    "finding_json",
+    "sizing_json",
+]
