@@ -16,12 +16,14 @@ from typing import Any
 
 from tracelens.errors import TracelensError
 
-_RENDERERS: dict[tuple[type, str], Callable[..., Any]] = {}
+_RENDERERS: dict[tuple[type | str, str], Callable[..., Any]] = {}
 
 
-def register(kind: type, output: str, renderer: Callable[..., Any]) -> None:
+def register(kind: type | str, output: str, renderer: Callable[..., Any]) -> None:
     """``renderer(result, **options)`` writes a ``kind`` as ``output`` (e.g. ``"text"``): a
-    string, or for ``"dict"`` the JSON document as Python values."""
+    string, or for ``"dict"`` the JSON document as Python values.  ``kind`` is the result's
+    class, or its qualified name (``"tracelens.analysis.sizing.Sizing"``), so that registering
+    a renderer does not import a result module the output may never need."""
     _RENDERERS[(kind, output)] = renderer
 
 
@@ -37,9 +39,20 @@ def document(result: object) -> dict[str, Any]:
     return doc
 
 
+def registered() -> list[tuple[str, str]]:
+    """(the result class's qualified name, output) of every renderer registered, sorted."""
+    names = [
+        (kind if isinstance(kind, str) else f"{kind.__module__}.{kind.__qualname__}", output)
+        for kind, output in _RENDERERS
+    ]
+    return sorted(names)
+
+
 def _renderer(result: object, output: str) -> Callable[..., Any]:
     for kind in type(result).__mro__:
-        renderer = _RENDERERS.get((kind, output))
+        renderer = _RENDERERS.get((kind, output)) or _RENDERERS.get(
+            (f"{kind.__module__}.{kind.__qualname__}", output)
+        )
         if renderer is not None:
             return renderer
     raise TracelensError(
@@ -48,4 +61,4 @@ def _renderer(result: object, output: str) -> Callable[..., Any]:
     )
 
 
-__all__ = ["document", "register", "render"]
+__all__ = ["document", "register", "registered", "render"]

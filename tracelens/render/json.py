@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracelens.analysis import summary as s
 from tracelens.analysis.diff.result import SCHEMA as DIFF_SCHEMA
@@ -24,7 +24,9 @@ from tracelens.analysis.fields import fields_dict
 from tracelens.analysis.findings.finding import Example, Finding
 from tracelens.analysis.outputs import register
 from tracelens.analysis.result import Analysis
-from tracelens.analysis.sizing import Sizing
+
+if TYPE_CHECKING:  # a Sizing's renderer is registered by name: tracelens size loads the module
+    from tracelens.analysis.sizing import Sizing
 
 _MARK = "\x00traces\x00"  # where ``analysis_json`` writes the traces (a control character: escaped)
 
@@ -164,7 +166,7 @@ register(Analysis, "dict", analysis_document)
 register(Analysis, "json", analysis_json)
 register(Diff, "dict", diff_document)
 register(Diff, "json", diff_json)
-register(Sizing, "json", sizing_json)
+register("tracelens.analysis.sizing.Sizing", "json", sizing_json)  # by name: not loaded here
 
 __all__ = [
     "analysis_document",

@@ -10,17 +10,19 @@ nothing here branches on the type.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracelens.analysis.findings.finding import Finding
 from tracelens.analysis.hotspots import CpuHotspots
 from tracelens.analysis.kinds import KINDS
 from tracelens.analysis.outputs import register
 from tracelens.analysis.result import Analysis
-from tracelens.analysis.sizing import Sizing
 from tracelens.analysis.stages import Stages
 from tracelens.analysis.summary import TraceSummary
 from tracelens.analysis.tokens import ModelFit
+
+if TYPE_CHECKING:  # a Sizing's renderer is registered by name: tracelens size loads the module
+    from tracelens.analysis.sizing import Sizing
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool]) -> str:
@@ -378,7 +380,7 @@ def sizing_text(sizing: Sizing) -> str:
 
 
 register(Analysis, "text", render_text)
-register(Sizing, "text", sizing_text)
+register("tracelens.analysis.sizing.Sizing", "text", sizing_text)  # by name: not loaded here
 
 __all__ = [
     "clip",
