@@ -34,6 +34,7 @@ sys.path.insert(0, str(HERE))
 
 from synth import make_traces  # noqa: E402
 
+import tracelens.render  # noqa: E402, F401  (registers Analysis.to_dict's writer)
 from tracelens.analysis import ANALYSIS_COLUMNS, analyze_traces  # noqa: E402
 from tracelens.engines import ParquetSpans, complete  # noqa: E402
 from tracelens.engines.embedded import EmbeddedEngine  # noqa: E402

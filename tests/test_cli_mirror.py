@@ -42,9 +42,9 @@ CLI_ONLY: dict[tuple[str, str], str] = {
     "to_json()",
     ("analyze", "out"): "where the command prints it (a file instead of standard output)",
     ("demo", "summary_json"): "the command saves the DemoSummary it gets back (to_dict()) there",
-    ("size", "format_"): "how the command prints the Sizing it gets back: text or to_dict()",
+    ("size", "format_"): "how the command prints the Sizing it gets back: to_text() or to_json()",
     ("diff", "format_"): "how the command prints the Diff it gets back: to_text(), to_json() or "
-    "tracelens.report.diff.render_diff()",
+    "to_html()",
     ("diff", "out"): "where the command prints it (a file instead of standard output)",
 }
 

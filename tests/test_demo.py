@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from tracelens.analysis.result import finding_json
 from tracelens.api import analyze, load_spans
 from tracelens.demo.pipeline import CollectorProcess, tracelens_cmd
+from tracelens.render.json import finding_json
 from tracelens.schema import attribute_dict
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -28,7 +28,7 @@ from tracelens.analysis.diff.window import parse_instant
 from tracelens.api import diff
 from tracelens.cli import main
 from tracelens.errors import OptionError
-from tracelens.report.diff import render_diff
+from tracelens.render.html.diff import render_diff
 from tracelens.store import DuckDBStore
 
 MS = 1_000_000

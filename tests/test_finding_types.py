@@ -80,7 +80,7 @@ RUN = """
 import json, sys
 import tracelens
 from tracelens.api import analyze
-from tracelens.report import render_report
+from tracelens.render.html import render_report
 result = analyze([sys.argv[1]])
 print(json.dumps({"where": tracelens.__file__, "text": result.to_text(),
                   "json": result.to_json(), "html": render_report(result)}))

@@ -14,8 +14,8 @@ from spans import make_spans
 
 from tracelens.analysis import analyze_spans, analyze_traces
 from tracelens.analysis.findings import FindingType, find_all
-from tracelens.analysis.result import finding_json
 from tracelens.ingest import read_files
+from tracelens.render.json import finding_json
 
 MS = 1_000_000
 HOTROD = FIXTURES / "otlp" / "hotrod_dispatch_jaeger-ui_v3_getTrace-response.json"

@@ -1,4 +1,5 @@
-"""``report.flame``: layouts, operation paths and groups worked out by hand; SVG safety; bounds."""
+"""``render.html.flame``: layouts, operation paths and groups worked out by hand; SVG safety;
+bounds."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from tracelens_instrumentation import attributes as A
 
 from tracelens.analysis import analyze_traces
 from tracelens.analysis.hotspots import cpu_hotspots
-from tracelens.report import flame
+from tracelens.render.html import flame
 
 MS = 1_000_000
 SVG_NS = "{http://www.w3.org/2000/svg}"

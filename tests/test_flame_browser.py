@@ -1,6 +1,6 @@
 """Flame graphs in a real headless Chromium, and the folded export in a real flame-graph tool.
 
-* The three flame graphs (``report.flame.flame_section``), in the real report page
+* The three flame graphs (``render.html.flame.flame_section``), in the real report page
   (``render_report``) under its Content-Security-Policy, render boxes with no console error,
   no request and no script, a hostile span or function name stays text (in the hover titles),
   and the page prints.
@@ -29,7 +29,7 @@ from tracelens_instrumentation import attributes as A
 from tracelens.analysis import analyze_spans
 from tracelens.analysis.hotspots import cpu_hotspots
 from tracelens.render.folded import write_folded
-from tracelens.report import flame, render_report
+from tracelens.render.html import flame, render_report
 
 __all__ = ["browser"]  # fixture, imported for pytest
 

@@ -29,7 +29,7 @@ from tracelens.analysis.findings import find_all
 from tracelens.analysis.findings.finding import FindingType, LaunchBoundDetails
 from tracelens.analysis.findings.launch_bound import BUSY_MAX
 from tracelens.api import analyze
-from tracelens.report.render import render_report
+from tracelens.render.html.render import render_report
 
 ROOT = Path(__file__).resolve().parent.parent
 CUPTI = ROOT / "fixtures/gpu/h200_cupti_gpu.spans.jsonl"

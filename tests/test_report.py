@@ -26,9 +26,9 @@ from tracelens.analysis.findings.finding import (
 )
 from tracelens.api import write_report
 from tracelens.cli import main
-from tracelens.report import fmt, render_report
-from tracelens.report.model import latency_histogram
-from tracelens.report.waterfall import waterfall
+from tracelens.render.html import fmt, render_report
+from tracelens.render.html.model import latency_histogram
+from tracelens.render.html.waterfall import waterfall
 
 MS = 1_000_000
 T0 = 1_764_547_200 * 10**9  # 2025-12-01T00:00:00Z
@@ -485,7 +485,7 @@ def test_sizing_section_at_the_observed_load() -> None:
     """10 requests over 10 s (1/s), each 1 s (the p95 target): Little's law puts 1 request in
     flight; 0.5 s of CPU each is 0.5 cores offered, 1 core at 30 % headroom, 50 % busy, and
     M/M/1 waits with probability 0.5 for 0.5 x 0.5 / (1 - 0.5) = 0.5 s."""
-    from tracelens.report.model import sizing_view
+    from tracelens.render.html.model import sizing_view
 
     view = sizing_view(_cpu_bound(10))
     assert view["reason"] is None

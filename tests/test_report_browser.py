@@ -274,7 +274,7 @@ def test_harness_sees_requests_and_errors(browser: Browser, tmp_path: Path) -> N
 def test_fixture_report_in_chromium(browser: Browser, tmp_path: Path) -> None:
     from tracelens.analysis.summary import summary
     from tracelens.api import write_report
-    from tracelens.report.fmt import ms
+    from tracelens.render.html.fmt import ms
 
     files = [
         FIXTURES / "otlp" / "hotrod_dispatch_jaeger-ui_v3_getTrace-response.json",
@@ -314,7 +314,7 @@ def test_fixture_report_in_chromium(browser: Browser, tmp_path: Path) -> None:
 
 
 def test_hostile_names_stay_text(browser: Browser, tmp_path: Path) -> None:
-    from tracelens.report import render_report
+    from tracelens.render.html import render_report
 
     out = tmp_path / "hostile.html"
     out.write_text(render_report(_hostile_analysis(), title=XSS_NAME), encoding="utf-8")
@@ -378,7 +378,7 @@ def _hostile_model_analysis() -> Any:
 
 
 def test_hostile_model_and_function_names_stay_text(browser: Browser, tmp_path: Path) -> None:
-    from tracelens.report import render_report
+    from tracelens.render.html import render_report
 
     out = tmp_path / "hostile-model.html"
     out.write_text(render_report(_hostile_model_analysis()), encoding="utf-8")

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from spans import make_spans
 from test_report import parse
 
+from tracelens.analysis.weekly import iso_week, week_bounds
 from tracelens.api import weeks_in, write_weekly
 from tracelens.cli import main
-from tracelens.report import iso_week, week_bounds
 from tracelens.store import DuckDBStore
 
 MS = 1_000_000

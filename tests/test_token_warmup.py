@@ -39,7 +39,7 @@ from tracelens_instrumentation import attributes as A
 from tracelens.analysis import analyze_spans
 from tracelens.analysis.tokens import MDAPE_MAX, R2_MIN, first_seen, token_fits, warmup_mask
 from tracelens.api import analyze
-from tracelens.report.render import render_report
+from tracelens.render.html.render import render_report
 
 ROOT = Path(__file__).resolve().parent.parent
 SPIN = ROOT / "fixtures/gpu/h200_spin_llm.spans.jsonl"

@@ -23,8 +23,8 @@ from tracelens_instrumentation import trace
 from tracelens.analysis import analyze_traces
 from tracelens.analysis.core import TraceAnalysis
 from tracelens.analysis.findings import FindingType, find_all
-from tracelens.analysis.result import finding_json
 from tracelens.ingest import read_bytes
+from tracelens.render.json import finding_json
 
 __all__ = ["spans"]  # the fixture, imported for pytest
 

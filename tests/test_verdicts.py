@@ -30,8 +30,8 @@ from conftest import FIXTURES
 
 from tracelens.analysis import analyze_traces
 from tracelens.analysis.findings import find_all
-from tracelens.analysis.result import finding_json
 from tracelens.ingest import read_files
+from tracelens.render.json import finding_json
 
 VERDICTS = FIXTURES / "verdicts"
 LABELS: list[dict[str, Any]] = json.loads((VERDICTS / "labels.json").read_text())

@@ -34,10 +34,10 @@ from spans import make_spans
 from tracelens_instrumentation import attributes as A
 
 from tracelens import api
-from tracelens.analysis.result import finding_json
 from tracelens.cli import main
 from tracelens.parquet import write_parquet
-from tracelens.report.model import findings as findings_view
+from tracelens.render.html.model import findings as findings_view
+from tracelens.render.json import finding_json
 from tracelens.store import open_store
 
 MS = 1_000_000

@@ -1,13 +1,13 @@
 """The HTML report calls of the library (wrapped by ``tracelens.api`` and re-exported by
-``tracelens``): load, analyse, hand the analysis to ``tracelens.report`` to render, write the
+``tracelens``): load, analyse, hand the analysis to ``tracelens.render.html`` to render, write the
 pages.  The loading and analysing are the library's own calls, handed in by ``tracelens.api``
 (``Library``): this module does not import ``api`` back (no import circle,
 ``tests/test_architecture.py``).
 
 ``write_report`` is the library form of ``tracelens report`` (``weekly=True`` is its
-``--weekly``), ``write_weekly`` the weekly pages alone.  The call is not named ``report``
-because ``tracelens.report`` is the rendering package: an attribute of that name on
-``tracelens`` would be replaced by the package as soon as anything imported it.
+``--weekly``), ``write_weekly`` the weekly pages alone.  The call is not named ``report``:
+that was the name of the rendering package (now ``tracelens.render.html``), and an attribute of
+a package's name on ``tracelens`` is replaced by the package as soon as anything imports it.
 """
 
 from __future__ import annotations
@@ -21,20 +21,19 @@ from typing import Any
 import polars as pl
 
 from tracelens.analysis import Analysis
-from tracelens.analysis.whatif import parse_all
-from tracelens.errors import OptionError, TracelensError
-from tracelens.progress import Progress
-from tracelens.report import render_report
-from tracelens.report.weekly import (
+from tracelens.analysis.weekly import (
     MIN_SAMPLES,
     THRESHOLD,
     WeekStats,
-    compare,
-    render_index,
-    render_week,
     week_bounds,
+    week_diff,
     week_stats,
 )
+from tracelens.analysis.whatif import parse_all
+from tracelens.errors import OptionError, TracelensError
+from tracelens.progress import Progress
+from tracelens.render.html import render_report
+from tracelens.render.html.weekly import compare, render_index, render_week
 
 
 @dataclass(frozen=True)
@@ -215,12 +214,14 @@ def write_weekly(
             lib, db, w, findings, what_if, what_if_threshold_ms, bar, memory_mb
         )
         st = week_stats(w, analysis)
+        samples = MIN_SAMPLES if min_samples is None else min_samples
         comp = (
             compare(
                 prev,
                 st,
+                week_diff(prev, st, min_samples=samples),
                 threshold=THRESHOLD if threshold is None else threshold,
-                min_samples=MIN_SAMPLES if min_samples is None else min_samples,
+                min_samples=samples,
             )
             if prev
             else None

@@ -2,7 +2,7 @@
 parameter names (``--input-format`` is ``input_format``), so a script and a shell line read
 alike.  ``tests/test_cli_mirror.py`` checks the names and the defaults.
 
-Orchestration lives here (load, analyse, store, write); ``tracelens.report`` only renders and
+Orchestration lives here (load, analyse, store, write); ``tracelens.render.html`` only renders and
 ``tracelens.collector`` only serves.  The HTML report calls are in ``tracelens._reports``.  Each
 call imports what it needs when it runs, so ``collect`` does not load Polars or Jinja into the
 collector's memory budget.
@@ -676,6 +676,7 @@ def size(
 ) -> Sizing:
     """Cores and model-server capacity for ``concurrency`` requests at ``latency_target_ms``,
     from measured per-request demand: the library form of ``tracelens size``."""
+    import tracelens.render  # noqa: F401  (registers the result's to_text)
     from tracelens.analysis.core import ANALYSIS_COLUMNS
     from tracelens.analysis.sizing import size_traces
     from tracelens.engines import SpanTable, get_engine
@@ -771,7 +772,7 @@ def write_weekly(
 ) -> list[Path]:
     """One report per ISO week with traces in the store, plus ``index.html``; or, with ``week``,
     that week's report only (compared with the latest earlier week that has traces).
-    ``threshold`` and ``min_samples`` (None: ``report.weekly.THRESHOLD``, ``MIN_SAMPLES``) say
+    ``threshold`` and ``min_samples`` (None: ``analysis.weekly.THRESHOLD``, ``MIN_SAMPLES``) say
     which week-over-week changes are flagged; ``memory_mb`` is each week's analysis' memory
     budget, as for ``analyze``.  Returns the paths written, the index last."""
     from tracelens import _reports

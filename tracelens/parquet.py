@@ -32,12 +32,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracelens.errors import InputError
+from tracelens.formats import PARQUET_SPAN_SET
 from tracelens.schema import COLUMNS, SCHEMA_VERSION, SPAN_SCHEMA
 
 if TYPE_CHECKING:  # imported where used: pyarrow.dataset loads pandas (~1 s of a CLI start)
     import pyarrow.dataset as ds
 
-LAYOUT_FILE: Final = "_tracelens_layout.json"
+LAYOUT_FILE: Final = PARQUET_SPAN_SET.marker  # what tells a span set (tracelens/formats.py)
 LAYOUT_FORMAT: Final = "tracelens.spans.parquet"
 LAYOUT_VERSION: Final = 1
 SEQ: Final = "seq"  # the row's position in the exported table
@@ -56,8 +57,9 @@ class Exported:
 
 
 def is_span_set(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a directory holding a tracelens Parquet span set."""
-    return (Path(path) / LAYOUT_FILE).is_file()
+    """Whether ``path`` is a directory holding a tracelens Parquet span set (its layout file:
+    the formats' table's rule)."""
+    return PARQUET_SPAN_SET.matches(path)
 
 
 def layout(path: str | os.PathLike[str]) -> dict[str, Any]:

@@ -42,6 +42,7 @@ import numpy as np
 
 from tracelens.analysis.coldstart import cold_start_mask
 from tracelens.analysis.core import TraceAnalysis
+from tracelens.analysis.outputs import render
 from tracelens.analysis.stages import inherited_classes, span_classes
 from tracelens.analysis.tokens import calls
 
@@ -194,37 +195,15 @@ class Sizing:
             "binding": self.binding,
         }
 
+    def to_json(self) -> str:
+        """``to_dict`` as JSON text (``tracelens.render.json``, once ``tracelens.render`` is
+        imported): ``tracelens size --format json``."""
+        return render(self, "json")
+
     def to_text(self) -> str:
-        d = self.demand
-        lines = [
-            f"Sizing for {self.concurrency} concurrent requests at {self.latency_target_ms:,.0f} ms"
-            f" ({self.arrival_per_s:,.1f} requests/s), from {d.requests} requests:",
-            f"  per request: {d.cpu_s * 1e3:,.1f} ms CPU ({d.cpu_share:.0%} of end-to-end), "
-            f"{d.model_s * 1e3:,.1f} ms model ({d.model_share:.0%}), {d.model_calls:.1f} model "
-            f"calls, {d.tool_calls:.1f} tool calls",
-        ]
-        for r in self.resources:
-            unit = "cores" if r.name == "cpu" else "model slots"
-            cur = ""
-            if r.current is not None:
-                cur = f"; today {r.current}: {r.current_utilisation:.0%} busy"
-                if r.max_concurrency is not None:
-                    cur += f", max {r.max_concurrency:.1f} concurrent"
-            lines.append(
-                f"  {r.name}: {r.needed} {unit} (utilisation {r.utilisation:.0%} with "
-                f"{r.headroom:.0%} headroom; waits {r.wait_probability:.0%}, "
-                f"{r.expected_wait_ms:,.1f} ms expected){cur}"
-            )
-        if self.binding:
-            lines.append(f"  binds first: {self.binding}")
-        if not d.cpu_measured:
-            lines.append("  (no tracelens.cpu_ns on these spans: CPU demand unknown, shown as 0)")
-        if d.model_timing in ("client", "mixed"):
-            lines.append(
-                "  (model seconds as the client saw them: they include the client's own delays,"
-                " which a saturated CPU inflates)"
-            )
-        return "\n".join(lines)
+        """The terminal lines (``tracelens.render.text``, once ``tracelens.render`` is
+        imported)."""
+        return render(self, "text")
 
 
 def _resource(

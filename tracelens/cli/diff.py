@@ -82,9 +82,7 @@ def diff(format_: str, out: str | None, **options: Any) -> None:
     if format_ == "json":
         text = result.to_json()
     elif format_ == "html":
-        from tracelens.report.diff import render_diff
-
-        text = render_diff(result)
+        text = result.to_html()
     else:
         text = result.to_text()
     write_out(text, out)

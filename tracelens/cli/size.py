@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import click
@@ -37,6 +36,6 @@ def size(format_: str, **options: Any) -> None:
     with input_errors(usage=False):
         result = run(**options)
     if format_ == "json":
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(result.to_json())
     else:
         click.echo(result.to_text())

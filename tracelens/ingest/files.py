@@ -116,7 +116,7 @@ def read_stream(
     reader = _Reader(source, input_format, warnings, None if sink is None else odd.put)
     try:
         with gc_paused():
-            if detect.is_gzip(buffered.peek(2)):
+            if detect.is_gzip(buffered.peek(detect.GZIP_HEAD)):
                 with open_gzip(buffered) as unzipped:
                     table = reader.read(unzipped)
             else:
@@ -170,8 +170,9 @@ class _Reader:
         self._warnings = warnings
 
     def read(self, stream: io.BufferedReader) -> pa.Table:
-        if self.input_format == detect.OTLP_PROTO:
-            return _proto(self._rest(stream, 0), self.source, tried_json=False)
+        if self.input_format in detect.BINARY_FORMATS:
+            data = self._rest(stream, 0)
+            return _binary(self.input_format, data, self.source, tried_json=False)
         prefix = bytearray()
         lineno = self._skip_blank(stream, prefix)
         first = self._line(stream, lineno + 1, len(prefix))
@@ -294,9 +295,10 @@ class _Reader:
         except LongNumberError as exc:
             raise _long_number(self.source, exc, None) from None
         except json.JSONDecodeError as exc:
-            if self.input_format is None and detect.may_be_proto(data):
+            binary = detect.binary_format(data) if self.input_format is None else None
+            if binary is not None:
                 try:
-                    return _ProtoTable(_proto(data, self.source, tried_json=True))
+                    return _ProtoTable(_binary(binary, data, self.source, tried_json=True))
                 except InputError:
                     pass
             raise InputError(
@@ -330,12 +332,13 @@ class _Reader:
     def _binary(self, data: bytes) -> pa.Table:
         if self.input_format in detect.JSON_FORMATS:
             raise InputError(self.source, f"not JSON, but {self.input_format} is a JSON format")
-        if not detect.may_be_proto(data):
+        binary = detect.binary_format(data)
+        if binary is None:
             first = data.lstrip()[:1].hex() or "nothing"
             raise InputError(
                 self.source, f"unrecognised format: not JSON (first byte 0x{first}); {detect.TRIED}"
             )
-        return _proto(data, self.source, tried_json=True)
+        return _binary(binary, data, self.source, tried_json=True)
 
     def _flush_warnings(self) -> None:
         seen: set[str] = set()
@@ -386,22 +389,23 @@ def _try_json(line: bytes) -> Any:
         return _NOT_JSON
 
 
-def _proto(data: bytes, source: str, *, tried_json: bool) -> pa.Table:
-    from tracelens.ingest.otlp_proto import decode_export_request
-
+def _binary(name: str, data: bytes, source: str, *, tried_json: bool) -> pa.Table:
+    """``data`` decoded as the binary format ``name`` (its module in the formats' table)."""
+    label = detect.label(name)
     try:
-        return decode_export_request(data, source)
+        table: pa.Table = detect.binary_codec(name).decode_bytes(data, source)
     except InputError as exc:
         if not tried_json:
             raise
         raise InputError(
             source,
-            f"not JSON, and not valid as OTLP protobuf either: {exc.message}",
+            f"not JSON, and not valid as {label} either: {exc.message}",
             line=exc.line,
             field=exc.field,
         ) from None
     except Exception as exc:  # the decoder's own failure on hostile bytes must not escape raw
-        raise InputError(source, f"not a valid OTLP protobuf message ({exc})") from None
+        raise InputError(source, f"not a valid {label} message ({exc})") from None
+    return table
 
 
 CLOCK_NS: Final = 946_684_800 * 10**9

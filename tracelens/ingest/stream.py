@@ -22,7 +22,7 @@ from typing import Final
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tracelens.ingest.detect import check_format, is_gzip
+from tracelens.ingest.detect import GZIP_HEAD, check_format, is_gzip
 from tracelens.ingest.files import read_path
 
 DEPTH: Final = 1
@@ -47,7 +47,7 @@ def streamable(paths: Sequence[str | os.PathLike[str]]) -> bool:
     for path in paths:
         try:
             with open(path, "rb") as file:
-                gzipped = is_gzip(file.read(2))
+                gzipped = is_gzip(file.read(GZIP_HEAD))
                 total += os.fstat(file.fileno()).st_size * (GZIP_FACTOR if gzipped else 1)
         except OSError:
             continue  # the decoder says what is wrong with it

@@ -1,14 +1,16 @@
-"""Terminal tables for ``tracelens analyze --format text``, read from the typed results.
+"""Terminal tables for ``tracelens analyze --format text`` (and ``tracelens size``), read from
+the typed results.
 
 The text renderer of an ``Analysis`` (``render_text``, registered as its ``"text"`` output:
-``Analysis.to_text``).  What a finding type shows comes from the type (``Finding.label``, its
-details' ``text_lines``), so nothing here branches on the type.
+``Analysis.to_text``) and of a ``Sizing`` (``sizing_text``: ``Sizing.to_text``).  What a
+finding type shows comes from the type (``Finding.label``, its details' ``text_lines``), so
+nothing here branches on the type.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tracelens.analysis.findings.finding import Finding
 from tracelens.analysis.hotspots import CpuHotspots
@@ -18,6 +20,9 @@ from tracelens.analysis.result import Analysis
 from tracelens.analysis.stages import Stages
 from tracelens.analysis.summary import TraceSummary
 from tracelens.analysis.tokens import ModelFit
+
+if TYPE_CHECKING:  # a Sizing's renderer is registered by name: tracelens size loads the module
+    from tracelens.analysis.sizing import Sizing
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[bool]) -> str:
@@ -338,6 +343,51 @@ def _cut(name: str, width: int) -> str:
     return name if len(name) <= width else "…" + name[-(width - 1) :]
 
 
-register(Analysis, "text", render_text)
+def sizing_text(sizing: Sizing) -> str:
+    """A ``Sizing`` as the lines ``tracelens size`` prints: the demand per request, each
+    resource's size and the one that binds first."""
+    d = sizing.demand
+    lines = [
+        f"Sizing for {sizing.concurrency} concurrent requests at "
+        f"{sizing.latency_target_ms:,.0f} ms ({sizing.arrival_per_s:,.1f} requests/s), "
+        f"from {d.requests} requests:",
+        f"  per request: {d.cpu_s * 1e3:,.1f} ms CPU ({d.cpu_share:.0%} of end-to-end), "
+        f"{d.model_s * 1e3:,.1f} ms model ({d.model_share:.0%}), {d.model_calls:.1f} model "
+        f"calls, {d.tool_calls:.1f} tool calls",
+    ]
+    for r in sizing.resources:
+        unit = "cores" if r.name == "cpu" else "model slots"
+        cur = ""
+        if r.current is not None:
+            cur = f"; today {r.current}: {r.current_utilisation:.0%} busy"
+            if r.max_concurrency is not None:
+                cur += f", max {r.max_concurrency:.1f} concurrent"
+        lines.append(
+            f"  {r.name}: {r.needed} {unit} (utilisation {r.utilisation:.0%} with "
+            f"{r.headroom:.0%} headroom; waits {r.wait_probability:.0%}, "
+            f"{r.expected_wait_ms:,.1f} ms expected){cur}"
+        )
+    if sizing.binding:
+        lines.append(f"  binds first: {sizing.binding}")
+    if not d.cpu_measured:
+        lines.append("  (no tracelens.cpu_ns on these spans: CPU demand unknown, shown as 0)")
+    if d.model_timing in ("client", "mixed"):
+        lines.append(
+            "  (model seconds as the client saw them: they include the client's own delays,"
+            " which a saturated CPU inflates)"
+        )
+    return "\n".join(lines)
 
-__all__ = ["clip", "hotspots_text", "render_text", "stages_text", "table", "tokens_text"]
+
+register(Analysis, "text", render_text)
+register("tracelens.analysis.sizing.Sizing", "text", sizing_text)  # by name: not loaded here
+
+__all__ = [
+    "clip",
+    "hotspots_text",
+    "render_text",
+    "sizing_text",
+    "stages_text",
+    "table",
+    "tokens_text",
+]

@@ -30,6 +30,7 @@ import duckdb
 import pyarrow as pa
 
 from tracelens.errors import StoreError
+from tracelens.formats import DUCKDB_STORE
 from tracelens.schema import COLUMNS, SPAN_SCHEMA, conform
 
 DEFAULT_DB = "tracelens.duckdb"
@@ -57,16 +58,10 @@ def default_db_path() -> str:
     return os.environ.get("TRACELENS_DB") or DEFAULT_DB
 
 
-MAGIC = b"DUCK"  # a DuckDB database file's magic bytes, at offset 8 of its header
-
-
 def is_store(path: str | os.PathLike[str]) -> bool:
-    """Whether ``path`` is a DuckDB database file (its header, not its name, says so)."""
-    try:
-        with open(path, "rb") as f:
-            return f.read(12)[8:12] == MAGIC
-    except OSError:
-        return False
+    """Whether ``path`` is a DuckDB database file: its header (``DUCK`` at byte 8, the rule of
+    the formats' table, ``tracelens/formats.py``), not its name, says so."""
+    return DUCKDB_STORE.matches(path)
 
 
 def file_mode(path: str | os.PathLike[str]) -> int | None:

@@ -1,9 +1,10 @@
-"""The comparison of two runs as typed values, and their JSON form (``docs/analysis-json.md``,
-section "diff": the field names there are a contract)."""
+"""The comparison of two runs as typed values.  Each part's ``to_dict`` gives its fields as the
+JSON holds them (``docs/analysis-json.md``, section "diff": the field names there are a
+contract); the document is ``tracelens.render.json``'s, the text and the page the other
+renderers', found through ``analysis.outputs``."""
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Generic, TypeVar
@@ -11,7 +12,7 @@ from typing import Any, Generic, TypeVar
 from tracelens.analysis.diff.profile import FindingBrief
 from tracelens.analysis.fields import Record, fields_dict
 from tracelens.analysis.kinds import KINDS
-from tracelens.analysis.outputs import render
+from tracelens.analysis.outputs import document, render
 
 SCHEMA = "tracelens.diff/1"
 
@@ -289,33 +290,22 @@ class Diff:
         return out
 
     def to_dict(self) -> dict[str, Any]:
-        return {
-            "schema": SCHEMA,
-            "base": self.base.to_dict(),
-            "new": self.new.to_dict(),
-            "method": self.method.to_dict(),
-            "roots": [r.to_dict() for r in self.roots],
-            "new_roots": [c.to_dict() for c in self.root_churn.appeared],
-            "vanished_roots": [c.to_dict() for c in self.root_churn.vanished],
-            "new_operations": [c.to_dict() for c in self.operation_churn.appeared],
-            "vanished_operations": [c.to_dict() for c in self.operation_churn.vanished],
-            "findings": {
-                "appeared": [f.to_dict() for f in self.finding_churn.appeared],
-                "vanished": [f.to_dict() for f in self.finding_churn.vanished],
-            },
-            "regressions": len(self.regressions()),
-            "rules": [r.to_dict() for r in self.rules],
-            "failed": self.failed,
-            "warnings": list(self.warnings),
-        }
+        """The ``tracelens.diff/1`` document (``tracelens.render.json``, once
+        ``tracelens.render`` is imported)."""
+        return document(self)
 
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, ensure_ascii=False)
+        """``to_dict`` as JSON text (``tracelens.render.json``)."""
+        return render(self, "json", indent=indent)
 
     def to_text(self) -> str:
         """The terminal text (``tracelens.render.diff_text``, once ``tracelens.render`` is
         imported)."""
         return render(self, "text")
+
+    def to_html(self, title: str | None = None) -> str:
+        """The self-contained HTML page (``tracelens.render.html.diff``)."""
+        return render(self, "html", title=title)
 
 
 def _signed_ms(v: float) -> str:

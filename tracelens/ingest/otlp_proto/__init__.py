@@ -31,7 +31,13 @@ from tracelens.errors import InputError
 from tracelens.ingest.otlp_proto import _classes, _fastpath
 from tracelens.ingest.otlp_proto._parts import Decoded, Problems
 
-__all__ = ["CheckedSpans", "check_spans", "decode_export_request", "decode_export_request_checked"]
+__all__ = [
+    "CheckedSpans",
+    "check_spans",
+    "decode_bytes",
+    "decode_export_request",
+    "decode_export_request_checked",
+]
 
 _ZERO_TRACE: Final = pa.scalar("0" * 32, pa.string())
 _ZERO_SPAN: Final = pa.scalar("0" * 16, pa.string())
@@ -144,3 +150,6 @@ def _decode(data: bytes, source: str, native: bool | None = None) -> Decoded:
         return _classes.decode(data)
     except _DECODE_ERRORS as exc:
         raise InputError(source, f"not a valid OTLP protobuf trace request: {exc}") from None
+
+
+decode_bytes = decode_export_request  # the binary formats' decoder (tracelens/formats.py)

@@ -35,7 +35,7 @@ from markupsafe import Markup
 
 from tracelens.analysis.core import TraceAnalysis
 from tracelens.analysis.hotspots import CpuHotspots, Stack, module_of
-from tracelens.report import fmt
+from tracelens.render.html import fmt
 
 WIDTH: Final = 1200  # viewBox units; the SVG scales to the page
 ROW: Final = 18

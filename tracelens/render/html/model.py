@@ -20,7 +20,7 @@ from tracelens.analysis import Analysis, TraceAnalysis
 from tracelens.analysis import summary as s
 from tracelens.analysis.findings.finding import Fact, Finding
 from tracelens.analysis.kinds import KINDS
-from tracelens.report import fmt
+from tracelens.render.html import fmt
 
 TOP_OPERATIONS = 20
 TOP_ROOTS = 12
@@ -443,8 +443,8 @@ def sizing_view(analysis: Analysis) -> dict[str, Any]:
 
 
 def flames(analysis: Analysis) -> Markup:
-    """The flame-graph section (``report.flame``): critical path by operation for the median
+    """The flame-graph section (``render.html.flame``): critical path by operation for the median
     and slowest-5 % traces, and the CPU flame graph of critical-path samples."""
-    from tracelens.report.flame import flame_section
+    from tracelens.render.html.flame import flame_section
 
     return flame_section(analysis.traces, analysis.cpu_hotspots)

@@ -1,57 +1,26 @@
 """Weekly reports: one page per ISO week of the store, each compared with the week before it, and
 an index page with the trends across all weeks.
 
-A trace belongs to the ISO week (UTC) in which it started.  This module computes the small
-per-week figures (percentiles, per-operation percentiles, shares by kind) and the comparisons,
-and renders the pages; ``tracelens.write_weekly`` loads each week and writes them.
+The figures are ``tracelens.analysis.weekly``'s (a week's ``WeekStats``, the comparison with
+the week before as a ``Diff``); this module renders the pages from them, and
+``tracelens.write_weekly`` loads each week and writes them.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import polars as pl
 
 from tracelens.analysis import Analysis
-from tracelens.analysis.diff import Change, RootDiff, Verdict, profile
-from tracelens.analysis.diff import compare as compare_runs
-from tracelens.analysis.diff.compare import MIN_DELTA_MS, MIN_TRACES
-from tracelens.analysis.diff.profile import Profile
+from tracelens.analysis.diff import Change, Diff, RootDiff, Verdict
 from tracelens.analysis.kinds import KINDS
-from tracelens.report import model
+from tracelens.analysis.weekly import MIN_SAMPLES, THRESHOLD, WeekStats, week_bounds
+from tracelens.render.html import model
 
-WEEK_NS = 7 * 86_400 * 10**9
-_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
-
-# A regression: a significant rise (tracelens diff: bootstrap intervals over the traces,
-# Bonferroni-corrected over the week's comparisons) of THRESHOLD or more at p50, p95 or p99,
-# with MIN_SAMPLES traces in both weeks and at least MIN_DELTA_MS of change: diff's own minimums.
-THRESHOLD = 0.10
-MIN_SAMPLES = MIN_TRACES
 TOP_CHANGES = 20
-
-
-def week_bounds(week: str) -> tuple[int, int]:
-    """[start, end) of an ISO week such as ``2026-W48``, in ns since the epoch (UTC)."""
-    m = _WEEK.match(week.strip())
-    if not m:
-        raise ValueError(f"{week!r} is not an ISO week like 2026-W48")
-    year, num = int(m[1]), int(m[2])
-    try:
-        monday = datetime.fromisocalendar(year, num, 1).replace(tzinfo=timezone.utc)
-    except ValueError:
-        raise ValueError(f"{week!r}: {year} has no ISO week {num}") from None
-    start = int(monday.timestamp()) * 10**9
-    return start, start + WEEK_NS
-
-
-def iso_week(ns: int) -> str:
-    year, num, _ = datetime.fromtimestamp(ns // 10**9, tz=timezone.utc).isocalendar()
-    return f"{year}-W{num:02d}"
 
 
 def week_dates(week: str) -> str:
@@ -60,48 +29,6 @@ def week_dates(week: str) -> str:
     first = datetime.fromtimestamp(start // 10**9, tz=timezone.utc)
     last = first + timedelta(days=6)
     return f"{first:%a} {first.day} {first:%b} – {last:%a} {last.day} {last:%b %Y}"
-
-
-@dataclass
-class WeekStats:
-    """What one week's page and the index need from the weeks around it."""
-
-    week: str
-    traces: int
-    latency: dict[str, float]
-    share: dict[str, float]
-    critical_ms: dict[str, float]
-    ops: pl.DataFrame  # service, name, count, p50_ms, p95_ms, p99_ms, critical_ms
-    profile: Profile  # what the comparison with the next week needs
-
-
-def week_stats(week: str, analysis: Analysis) -> WeekStats:
-    trace_analysis = analysis.traces
-    summ = analysis.summary
-    dur = (pl.col("end_ns") - pl.col("start_ns")).cast(pl.Float64) / 1e6
-    ops = trace_analysis.spans.group_by("service", "name").agg(
-        pl.len().alias("count"),
-        *[dur.quantile(q / 100, interpolation="linear").alias(f"p{q}_ms") for q in (50, 95, 99)],
-    )
-    crit = (
-        trace_analysis.sections.filter(pl.col("main"))
-        .group_by("service", "name")
-        .agg(((pl.col("end_ns") - pl.col("start_ns")).sum() / 1e6).alias("critical_ms"))
-    )
-    ops = (
-        ops.join(crit, on=["service", "name"], how="left")
-        .with_columns(pl.col("critical_ms").fill_null(0.0))
-        .sort("service", "name")
-    )
-    return WeekStats(
-        week=week,
-        traces=summ.traces,
-        latency=summ.latency_ms,
-        share=summ.critical_path_share,
-        critical_ms=summ.critical_path_ms,
-        ops=ops,
-        profile=profile(analysis),
-    )
 
 
 def _rel(cur: float | None, prev: float | None) -> float | None:
@@ -113,21 +40,14 @@ def _rel(cur: float | None, prev: float | None) -> float | None:
 def compare(
     prev: WeekStats,
     cur: WeekStats,
+    diff: Diff,
     *,
     threshold: float = THRESHOLD,
     min_samples: int = MIN_SAMPLES,
-    min_delta_ms: float = MIN_DELTA_MS,
 ) -> dict[str, Any]:
-    """Week-over-week changes of ``cur`` against ``prev``: the figures of both weeks, and the
-    regressions as ``tracelens diff`` judges them (the same comparison code)."""
-    diff = compare_runs(
-        prev.profile,
-        cur.profile,
-        min_traces=min_samples,
-        min_delta_ms=min_delta_ms,
-        base_label=prev.week,
-        new_label=cur.week,
-    )
+    """What a week's page shows of its changes against the week before: the figures of both
+    weeks, and the regressions of ``diff`` (``analysis.weekly.week_diff``: as ``tracelens
+    diff`` judges them) that moved by ``threshold`` or more."""
     enough = prev.traces >= min_samples and cur.traces >= min_samples
     overall: list[dict[str, Any]] = [
         {
@@ -293,7 +213,7 @@ def render_week(
     index_href: str | None = None,
 ) -> str:
     """One week's page: the report of its analysis, with the comparison with the week before."""
-    from tracelens.report.render import render_context, report_context
+    from tracelens.render.html.render import render_context, report_context
 
     ctx = report_context(
         analysis, title=f"{title or 'Agent latency'}, week {stats.week}", sources=[source]
@@ -332,7 +252,7 @@ def render_index(
 ) -> str:
     """The index page over ``weeks`` (oldest first; each its stats, its comparison with the week
     before or ``None``, and the href of its page): trends, and a row per week, newest first."""
-    from tracelens.report.render import render_context
+    from tracelens.render.html.render import render_context
 
     stats = [st for st, _, _ in weeks]
     rows = [_index_row(st, comp, href) for st, comp, href in weeks]

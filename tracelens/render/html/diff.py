@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tracelens.render.json import diff_document
+
 if TYPE_CHECKING:
     from tracelens.analysis.diff import Diff
 
@@ -14,7 +16,7 @@ TOP_OPERATIONS = 25
 
 def diff_context(diff: Diff, *, title: str | None = None) -> dict[str, Any]:
     """What ``diff.html.j2`` shows: the contract's document, capped where it is long."""
-    doc = diff.to_dict()
+    doc = diff_document(diff)
     for root in doc["roots"]:
         root["hidden_operations"] = max(len(root["operations"]) - TOP_OPERATIONS, 0)
         root["operations"] = root["operations"][:TOP_OPERATIONS]
@@ -26,7 +28,7 @@ def diff_context(diff: Diff, *, title: str | None = None) -> dict[str, Any]:
 
 
 def render_diff(diff: Diff, *, title: str | None = None) -> str:
-    from tracelens.report.render import render_context
+    from tracelens.render.html.render import render_context
 
     return render_context("diff.html.j2", diff_context(diff, title=title))
 

@@ -17,8 +17,8 @@ from markupsafe import Markup
 
 from tracelens.analysis import Analysis
 from tracelens.analysis.kinds import KINDS
-from tracelens.report import fmt, model
-from tracelens.report.waterfall import waterfalls
+from tracelens.render.html import fmt, model
+from tracelens.render.html.waterfall import waterfalls
 
 KIND_LABELS = {
     "cpu": "CPU",
@@ -32,7 +32,7 @@ KIND_LABELS = {
 @functools.lru_cache(maxsize=1)
 def environment() -> jinja2.Environment:
     env = jinja2.Environment(
-        loader=jinja2.PackageLoader("tracelens.report", "templates"),
+        loader=jinja2.PackageLoader("tracelens.render.html", "templates"),
         autoescape=True,
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
@@ -51,7 +51,7 @@ def environment() -> jinja2.Environment:
 @functools.lru_cache(maxsize=1)
 def stylesheet() -> Markup:
     """The package's own CSS, inlined (it is ours, not data, so it is marked safe)."""
-    text = resources.files("tracelens.report").joinpath("static/report.css").read_text("utf-8")
+    text = resources.files("tracelens.render.html").joinpath("static/report.css").read_text("utf-8")
     return Markup(text)
 
 

@@ -17,8 +17,8 @@ import polars as pl
 from tracelens.analysis import Analysis
 from tracelens.analysis.summary import traces_list
 from tracelens.analysis.tree import depth_first
-from tracelens.report import fmt
-from tracelens.report.model import axis_ticks, kind_class, representative
+from tracelens.render.html import fmt
+from tracelens.render.html.model import axis_ticks, kind_class, representative
 
 MAX_ROWS = 150
 MAX_ATTRS = 6
