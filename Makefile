@@ -23,12 +23,15 @@ demo: $(STAMP)
 ## The default tier (pyproject's addopts: not system, not heavy): a few minutes, one smoke test
 ## per independent truth.  test-all adds the slow acceptance runs (system) and the full-size
 ## reliability cases (heavy): what CI runs, with the 25 slowest listed to watch its 15 minutes.
-## The vLLM suite has its own venv: test-vllm.
+## Two workers (pytest-xdist), each taking whole test files (a file's module fixtures, such as
+## its collector or the Prometheus run, are built once): most tests wait on servers and
+## subprocesses, so a serial run keeps the 2 cores half idle.  The vLLM suite has its own venv.
+XDIST := -n 2 --dist loadfile
 test: $(STAMP)
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q $(XDIST)
 
 test-all: $(STAMP)
-	$(PY) -m pytest -q -m "" --durations=25
+	$(PY) -m pytest -q -m "" $(XDIST) --durations=25
 
 test-vllm:
 	bash scripts/test-vllm.sh

@@ -106,25 +106,3 @@ def trace_fixture_files() -> list[Path]:
 
     return fixture_files()
 
-
-# Two workers (make test / make test-all run ``-n 2 --dist loadgroup``, pytest-xdist): a test
-# file runs whole on one worker, so its module fixtures (a collector, Prometheus, the demo
-# run) are built once; the heavy cases form one group, so no two of them (GBs of memory, a
-# machine's worth of load) run at once; the tests that start Spark share one worker's JVM.
-# Without xdist nothing is marked.
-_SPARK_FILES = frozenset({"test_spark.py", "test_what_if_paths.py"})
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.pluginmanager.hasplugin("xdist"):
-        return
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        if item.get_closest_marker("heavy") is not None:
-            group = "heavy"
-        elif item.path.name in _SPARK_FILES:
-            group = "spark"
-        else:
-            group = item.path.relative_to(ROOT).as_posix()
-        item.add_marker(pytest.mark.xdist_group(group))
