@@ -29,8 +29,8 @@ import time
 import types
 from typing import Final
 
+from tracelens_instrumentation import _native, _runtime, classify, gpu, measure, stacks
 from tracelens_instrumentation import attributes as A
-from tracelens_instrumentation import classify, gpu, measure, stacks
 
 INTERVAL_S: Final = max(0.001, float(os.environ.get("TRACELENS_SAMPLE_INTERVAL_MS", "5")) / 1000)
 INTERVAL_NS: Final = int(INTERVAL_S * 1e9)
@@ -103,6 +103,7 @@ def _run() -> None:
 
 
 def _park() -> None:
+    _pause_all()
     measure._parked[0] = True
     if _has_work():  # a step began between our last tick and parking: stay up
         measure._parked[0] = False
@@ -124,6 +125,13 @@ def _prune() -> None:
     for thread, stack in list(measure.stacks.items()):
         if not stack and thread not in alive:
             measure.stacks.pop(thread, None)
+    if _armed:
+        living = {t.native_id for t in threading.enumerate()}
+        for tid in list(_armed):
+            if tid not in living:
+                _armed.pop(tid, None)
+                with contextlib.suppress(Exception):
+                    _TIMER.disarm(tid)  # type: ignore[union-attr]
 
 
 def tick(late: int = 0) -> bool:
@@ -136,8 +144,14 @@ def tick(late: int = 0) -> bool:
     now = measure.perf()
     stops = _frozen[0]
     others = _OthersCpu()
+    timed = _timer_tick(active) if _timer_on[0] else _NONE
     for thread, stack in active:
-        _sample(thread, stack[-1], now, frames.get(thread), stops, others, stack, late)
+        frame = frames.get(thread)
+        rec = stack[-1]
+        if rec.native in timed:
+            with contextlib.suppress(Exception):  # a sample lost, not the span's problem
+                _charge(_TIMER.drain(rec.native), stack, frame, stops)  # type: ignore[union-attr]
+        _sample(thread, rec, now, frame, stops, others, stack, late, rec.native in timed)
     others.keep()
     if len(_carry) > 4096:
         _carry.clear()
@@ -204,6 +218,7 @@ def _sample(
     others: _OthersCpu | None = None,
     stack: list[measure.Record] | None = None,
     late: int = 0,
+    timed: bool = False,
 ) -> None:
     if not rec.in_step:
         return
@@ -244,7 +259,7 @@ def _sample(
             seen[1] += off
             rec.evidence(A.WAIT, off)
         return
-    if used >= MIN_ON_NS and profiling[0] and not rec.ended:
+    if used >= MIN_ON_NS and profiling[0] and not rec.ended and not timed:
         # a stack that cannot be read is a sample lost, not the span's problem
         with contextlib.suppress(Exception):
             stacks.record(rec, frame, _weight(rec, used, late), stops)
@@ -288,6 +303,142 @@ def _weight(rec: object, used: int, late: int) -> int:
     return used - wait + carried
 
 
+# -- CPU stacks by each thread's own CPU clock -------------------------------------------------
+# Why: the stack this sampler reads at a tick is where the thread yielded the GIL to it, and
+# where a thread yields depends on its code, so stacks read that way are biased (README, "CPU
+# stacks").  With ``_cpusample`` (CPython 3.11 on Linux), every thread running a measured span
+# gets a timer on its own CPU clock: after each ``TIMER_NS`` of CPU it uses, a signal handler in
+# C copies its Python stack, wherever it is.  The ticks only drain those samples and charge each
+# to its span (``_charge``).  Without the module, when SIGPROF belongs to another handler, or
+# for threads beyond the module's 64 slots, the ticks' own stacks are recorded as before.
+TIMER_NS: Final = INTERVAL_NS  # CPU time between two samples of a thread
+TIMER_IDLE_NS: Final = PARK_AFTER_NS  # a thread without a measured span this long is paused
+_TIMER = _native.load("tracelens_instrumentation._cpusample")
+_timer_on: list[bool] = [False]
+_armed: dict[int, int] = {}  # kernel thread id -> when it last ran a measured span (perf ns)
+_failed: dict[int, int] = {}  # kernel thread id -> when arming it failed (retried after a second)
+_NONE: Final[frozenset[int]] = frozenset()
+
+
+def timer_state() -> str:
+    """How CPU stacks are sampled now: ``cpu-clock`` (per-thread CPU timers) or ``gil-switch``
+    (this thread's ticks), for the README's claims and the tests."""
+    return "cpu-clock" if _timer_on[0] else "gil-switch"
+
+
+def _timer_install() -> None:
+    if _TIMER is None or not sys.platform.startswith("linux"):
+        return
+    if os.environ.get("TRACELENS_CPU_TIMER", "").strip().lower() in ("0", "false", "no", "off"):
+        return  # asked for the ticks' stacks (to compare, or to leave SIGPROF alone)
+    try:
+        ok = bool(_TIMER.supported()) and bool(_TIMER.install())
+    except Exception:
+        ok = False
+    if not ok and bool(getattr(_TIMER, "supported", lambda: False)()):
+        _runtime.complain(
+            "cpu-timer",
+            "tracelens: SIGPROF is handled by another profiler; CPU stacks are sampled where "
+            "threads yield the GIL instead (biased, see README 'CPU stacks')",
+        )
+    _timer_on[0] = ok
+
+
+def _timer_tick(active: list[tuple[int, list[measure.Record]]]) -> frozenset[int] | set[int]:
+    """Arms the timers of the threads running a measured span, pauses those idle for
+    ``TIMER_IDLE_NS``; the kernel ids whose samples this tick charges."""
+    timer = _TIMER
+    if timer is None or not profiling[0] or not timer.owned():
+        if timer is not None and _timer_on[0] and profiling[0]:
+            _timer_on[0] = False  # another library took SIGPROF: back to the ticks' stacks
+            _pause_all()
+            _runtime.complain(
+                "cpu-timer", "tracelens: SIGPROF was taken by another handler; CPU stacks are "
+                "sampled where threads yield the GIL from now on (biased)"
+            )  # fmt: skip
+        else:
+            _pause_all()
+        return _NONE
+    now = measure.perf()
+    timed: set[int] = set()
+    for _thread, stack in active:
+        tid = stack[-1].native
+        if tid in _armed:
+            _armed[tid] = now
+            timed.add(tid)
+        elif now - _failed.get(tid, -PARK_AFTER_NS) >= PARK_AFTER_NS:
+            if timer.arm(tid, TIMER_NS):
+                _armed[tid] = now
+                _failed.pop(tid, None)
+            else:
+                if len(_failed) > 4096:
+                    _failed.clear()
+                _failed[tid] = now
+            # the first tick of a thread charges no stack: its samples start now
+    for tid, seen in list(_armed.items()):
+        if tid not in timed:
+            timer.drain(tid)  # samples of spans that ended since the last tick: too late
+            if now - seen >= TIMER_IDLE_NS:
+                timer.pause(tid)
+                del _armed[tid]
+    return timed
+
+
+def _pause_all() -> None:
+    if _TIMER is None or not _armed:
+        return
+    for tid in list(_armed):
+        with contextlib.suppress(Exception):
+            _TIMER.pause(tid)
+            _TIMER.drain(tid)
+    _armed.clear()
+
+
+def _charge(
+    samples: list[tuple[int, int, tuple[types.CodeType | None, ...], tuple[int, ...], int, int]],
+    stack: list[measure.Record],
+    frame: types.FrameType | None,
+    stops: frozenset[types.CodeType],
+) -> None:
+    """Charges a thread's timer samples to the spans it is running now, each to the innermost
+    one whose wrapper frame the sample's stack holds (the frame at the same address, its step
+    begun before the sample).  A sample of a span that has ended since goes to its parent, the
+    ended span's frames included, as the ticks' stacks did; one outside every span is dropped."""
+    if not samples or frame is None or not profiling[0]:
+        return
+    stacks.note(frame)
+    owners: dict[int, measure.Record] = {}
+    live: dict[int, measure.Record] = {id(rec): rec for rec in stack if not rec.ended}
+    cur: types.FrameType | None = frame
+    walked = 0
+    while cur is not None and walked < stacks.MAX_WALK:
+        if cur.f_code in stops:
+            try:
+                owner = cur.f_locals.get("call")
+            except Exception:
+                owner = None
+            owned = live.get(id(owner))  # (``owner`` is alive: its id is its identity)
+            if owned is not None:
+                owners[_TIMER.frame_addr(cur)] = owned  # type: ignore[union-attr]
+        cur = cur.f_back
+        walked += 1
+    if not owners:
+        return
+    for used, clock, codes, addrs, lasti, _truncated in samples:
+        if used <= 0:
+            continue
+        for i, addr in enumerate(addrs):
+            rec = owners.get(addr)
+            if rec is not None and rec.in_step and rec.step_c <= clock and codes[i] in stops:
+                inner = codes[:i]
+                if classify.device_wait_codes(inner, lasti, stacks.module_of):
+                    break  # waiting for a device: not a CPU hotspot (see _sample)
+                key = stacks.fold_codes(inner)
+                if key is not None:
+                    stacks.add(rec, key, used)
+                break
+
+
 def run_delay(tid: int) -> int | None:
     """Nanoseconds a thread has spent runnable but waiting for a CPU (Linux schedstat)."""
     try:
@@ -305,6 +456,10 @@ def run_delay(tid: int) -> int | None:
 def _after_fork() -> None:
     global _thread
     _thread = None
+    _armed.clear()
+    if _TIMER is not None and _timer_on[0]:
+        with contextlib.suppress(Exception):
+            _TIMER.after_fork()
     _last_delay.clear()
     measure._parked[0] = True
     measure.stacks.clear()
@@ -317,6 +472,7 @@ def install() -> None:
     _installed[0] = True
     measure._wake[0] = wake
     measure._parked[0] = True
+    _timer_install()
     _start()
     with contextlib.suppress(AttributeError):
         os.register_at_fork(after_in_child=_after_fork)
