@@ -308,17 +308,45 @@ static PyObject *mod_disarm(PyObject *self, PyObject *arg)
  * the sample; the code object may have been freed since (rare: code lives as long as its
  * function), so its header is read with process_vm_readv first (no fault on unmapped memory)
  * and must carry the code type and a plausible reference count (a freed block's first words
- * are the allocator's links). */
+ * are the allocator's links).  The first PINS/2 code objects found are then kept alive for
+ * good (a reference each: code of functions, which mostly live as long as the process), so
+ * that their next samples need no check. */
+#define PINS 8192 /* code objects kept alive once checked: a power of two */
+static void *pinned[PINS];
+static int n_pinned;
+
+static int pin_find(void *addr, size_t *at)
+{
+    size_t h = ((uintptr_t)addr >> 4) * 0x9E3779B97F4A7C15ULL;
+    for (size_t i = 0; i < PINS; i++) {
+        size_t k = (h + i) & (PINS - 1);
+        if (pinned[k] == addr || pinned[k] == NULL) {
+            *at = k;
+            return pinned[k] == addr;
+        }
+    }
+    *at = PINS;
+    return 0;
+}
+
 static PyObject *code_at(void *addr)
 {
     if (addr == NULL)
         return NULL;
+    size_t at;
+    if (pin_find(addr, &at))
+        return (PyObject *)addr; /* checked before, and alive since: we hold a reference */
     PyObject head;
     if (!readable(addr, &head, sizeof head))
         return NULL;
     if (Py_TYPE(&head) != &PyCode_Type || head.ob_refcnt <= 0 ||
         head.ob_refcnt > (Py_ssize_t)0xFFFFFFFF)
         return NULL;
+    if (at < PINS && n_pinned < PINS / 2) { /* keep it alive: next time no check is needed */
+        Py_INCREF((PyObject *)addr);
+        pinned[at] = addr;
+        n_pinned++;
+    }
     return (PyObject *)addr;
 }
 

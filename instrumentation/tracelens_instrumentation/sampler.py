@@ -326,10 +326,22 @@ def timer_state() -> str:
     return "cpu-clock" if _timer_on[0] else "gil-switch"
 
 
-def _timer_install() -> None:
+def use_timer(on: bool) -> bool:
+    """Switches the CPU-clock samples on or off at run time (benchmarks and tests compare the
+    two in one process); whether they are on now."""
+    if not on:
+        _timer_on[0] = False
+        _pause_all()
+        return False
+    _timer_install(force=True)
+    return _timer_on[0]
+
+
+def _timer_install(force: bool = False) -> None:
     if _TIMER is None or not sys.platform.startswith("linux"):
         return
-    if os.environ.get("TRACELENS_CPU_TIMER", "").strip().lower() in ("0", "false", "no", "off"):
+    off = ("0", "false", "no", "off")
+    if not force and os.environ.get("TRACELENS_CPU_TIMER", "").strip().lower() in off:
         return  # asked for the ticks' stacks (to compare, or to leave SIGPROF alone)
     try:
         ok = bool(_TIMER.supported()) and bool(_TIMER.install())
@@ -406,24 +418,28 @@ def _charge(
     ended span's frames included, as the ticks' stacks did; one outside every span is dropped."""
     if not samples or frame is None or not profiling[0]:
         return
-    stacks.note(frame)
+    live: dict[int, measure.Record] = {}
     owners: dict[int, measure.Record] = {}
-    live: dict[int, measure.Record] = {id(rec): rec for rec in stack if not rec.ended}
-    cur: types.FrameType | None = frame
-    walked = 0
-    while cur is not None and walked < stacks.MAX_WALK:
-        if cur.f_code in stops:
-            try:
-                owner = cur.f_locals.get("call")
-            except Exception:
-                owner = None
-            owned = live.get(id(owner))  # (``owner`` is alive: its id is its identity)
-            if owned is not None:
-                owners[_TIMER.frame_addr(cur)] = owned  # type: ignore[union-attr]
-        cur = cur.f_back
-        walked += 1
+    walked = False
+    for one in stack:
+        if not one.ended:
+            live[id(one)] = one
+            known = _wrappers.get(id(one))
+            if known is not None and known[0] is one:
+                owners[known[1]] = one
+            else:
+                walked = True
+    if walked:  # a span this thread runs has not been seen here: find its wrapper's frame
+        owners = stacks.note(frame, stops, live, _TIMER.frame_addr)  # type: ignore[union-attr]
+        if len(_wrappers) > 4096:
+            _wrappers.clear()
+        for addr, one in owners.items():
+            _wrappers[id(one)] = (one, addr)
     if not owners:
         return
+    folded = _folded
+    if len(folded) > 4096:
+        folded.clear()
     for used, clock, codes, addrs, lasti, _truncated in samples:
         if used <= 0:
             continue
@@ -431,12 +447,29 @@ def _charge(
             rec = owners.get(addr)
             if rec is not None and rec.in_step and rec.step_c <= clock and codes[i] in stops:
                 inner = codes[:i]
-                if classify.device_wait_codes(inner, lasti, stacks.module_of):
+                ids = tuple(map(id, inner))
+                seen = folded.get(ids)
+                if seen is None or seen[0] != inner:
+                    # (the stored codes keep the ids valid)
+                    if not walked:  # name the live frames' codes by their globals first
+                        walked = True
+                        stacks.note(frame, stops, live, _TIMER.frame_addr)  # type: ignore[union-attr]
+                    wait = classify.device_wait_codes(inner, -1, stacks.module_of)
+                    seen = folded[ids] = (inner, None if wait else stacks.fold_codes(inner))
+                key = seen[1]
+                if key is None or (
+                    lasti >= 0 and classify.device_wait_codes(inner[:1], lasti, stacks.module_of)
+                ):
                     break  # waiting for a device: not a CPU hotspot (see _sample)
-                key = stacks.fold_codes(inner)
-                if key is not None:
-                    stacks.add(rec, key, used)
+                stacks.add(rec, key, used)
                 break
+
+
+_wrappers: dict[int, tuple[measure.Record, int]] = {}  # id(record) -> (it, its wrapper's frame)
+# codes of a sample (ids, innermost first) -> (the codes, their folded stack; None: a device wait)
+_folded: dict[
+    tuple[int, ...], tuple[tuple[types.CodeType | None, ...], tuple[str, ...] | None]
+] = {}
 
 
 def run_delay(tid: int) -> int | None:

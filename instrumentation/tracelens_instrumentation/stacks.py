@@ -25,6 +25,7 @@ import os
 import sys
 import time
 import types
+from collections.abc import Callable
 from typing import Any, Final
 
 MAX_DEPTH: Final = 32  # frames per stack
@@ -136,18 +137,35 @@ def record(
         add(rec, key, used_ns)
 
 
-def note(frame: types.FrameType | None) -> None:
-    """Names the code objects of a live stack (``frame`` and its callers) from their frames'
-    globals, for the samples of the CPU timer, which hold code objects only (``fold_codes``)."""
+def note(
+    frame: types.FrameType | None,
+    stops: frozenset[types.CodeType],
+    live: dict[int, Any],
+    address: Callable[[types.FrameType], int],
+) -> dict[int, Any]:
+    """One walk over a live stack (``frame`` and its callers), for the samples of the CPU
+    timer, which hold code objects and frame addresses only: names its code objects from their
+    frames' globals (``fold_codes``), and returns the wrapper frames (code in ``stops``) that run
+    a record of ``live`` (by id), by frame address (``address``) -> that record."""
     names_of = _names
+    owners: dict[int, Any] = {}
     walked = 0
     while frame is not None and walked < MAX_WALK:
         code = frame.f_code
         entry = names_of.get(id(code))
         if entry is None or entry[0] is not code:
             _name(frame, code)
+        if code in stops:
+            try:
+                owner = frame.f_locals.get("call")
+            except Exception:
+                owner = None
+            owned = live.get(id(owner))  # (``owner`` is alive: its id is its identity)
+            if owned is not None:
+                owners[address(frame)] = owned
         frame = frame.f_back
         walked += 1
+    return owners
 
 
 def fold_codes(codes: tuple[types.CodeType | None, ...]) -> tuple[str, ...] | None:
