@@ -90,10 +90,13 @@ def run_once(exporter: InMemorySpanExporter) -> tuple[dict[str, float], dict[str
             got["loop"] += int(us)
         else:
             got["other"] += int(us)
+    # Shares of the three parts, on both sides: the truth does not time the step's own lines
+    # between the blocks (the clock reads, the sums), which the samples see in ``other``.
+    parts = ("json", "loop", "gen")
     total_truth = sum(truth.values())
-    total = sum(got.values())
-    want = {k: truth[k] / total_truth for k in ("json", "loop", "gen")}
-    return want, {k: got[k] / total for k in ("json", "loop", "gen", "other")}
+    total = sum(got[k] for k in parts)
+    want = {k: truth[k] / total_truth for k in parts}
+    return want, {**{k: got[k] / total for k in parts}, "other": got["other"] / sum(got.values())}
 
 
 def test_shares_within_5_points(spans: InMemorySpanExporter) -> None:
@@ -110,6 +113,7 @@ def test_shares_within_5_points(spans: InMemorySpanExporter) -> None:
     finally:
         stacks.ENABLED[0] = before
     assert want["json"] > 0.5 and want["loop"] > 0.05 and want["gen"] > 0.05, want  # the shape
+    assert got["other"] < 0.05, got  # the step's own lines: about 1-2% by the CPU clock
     assert sampler.timer_state() == "cpu-clock"  # (GIL-switch stacks do not hold this truth)
     for k in want:
         assert abs(got[k] - want[k]) <= TOLERANCE, (k, want, got)

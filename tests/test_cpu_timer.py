@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -62,15 +63,27 @@ def burn(ms: float) -> int:
     return spin(ms)
 
 
+@pytest.fixture(params=["perf", "posix"])
+def clock(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Both clocks a thread can be sampled by: its perf task clock, a POSIX CPU timer."""
+    timer = sampler._TIMER
+    assert timer is not None
+    timer.use_perf(request.param == "perf")
+    yield request.param
+    timer.use_perf(True)
+
+
 def test_each_thread_is_sampled_by_its_own_cpu(
-    spans: InMemorySpanExporter, profiling: object
+    spans: InMemorySpanExporter, profiling: object, clock: str
 ) -> None:
     """A thread that computes 300 ms and one that mostly sleeps (30 ms of CPU) run at once:
     each span's stacks weigh about its own thread's CPU, not the wall time or the other's."""
+    sources: list[str | None] = []
 
     @trace
     def busy() -> None:
         burn(300)
+        sources.append(sampler._TIMER.source(threading.get_native_id()))  # type: ignore[union-attr]
 
     @trace
     def sleepy() -> None:
@@ -84,6 +97,8 @@ def test_each_thread_is_sampled_by_its_own_cpu(
     for t in threads:
         t.join()
     assert sampler.timer_state() == "cpu-clock"
+    # perf where the kernel allows it (perf_event_paranoid <= 2 here); else the POSIX timer
+    assert sources == [{"perf": "perf", "posix": "timer"}[clock]], sources
     for name in ("busy", "sleepy"):
         a = attrs(named(spans, name))
         cpu_us = a[A.CPU_NS] / 1000
@@ -113,11 +128,12 @@ def test_nested_spans_each_get_their_own_code(
 
     parent()
     p, c = attrs(named(spans, "parent")), attrs(named(spans, "child"))
-    assert stack_us(c, ".child_work;") >= 120_000, c.get(A.CPU_STACKS)
+    # The child's samples after the last tick before it ended go to the parent: under load a
+    # tick comes every 5 ms of sleep plus up to 5 ms waiting for the GIL, so up to ~2 of those
+    assert stack_us(c, ".child_work;") >= 100_000, c.get(A.CPU_STACKS)
     assert stack_us(c, ".parent_work;") == 0, c.get(A.CPU_STACKS)
     assert stack_us(p, ".parent_work;") >= 240_000, p.get(A.CPU_STACKS)
-    # the child's last samples after the last tick before it ended go to the parent: < 2 ticks
-    assert stack_us(p, ".child_work;") <= 15_000, p.get(A.CPU_STACKS)
+    assert stack_us(p, ".child_work;") <= 50_000, p.get(A.CPU_STACKS)
 
 
 def test_a_host_sigprof_handler_is_left_alone() -> None:

@@ -27,10 +27,13 @@
 #include <internal/pycore_frame.h>
 #undef Py_BUILD_CORE
 #include <errno.h>
+#include <fcntl.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <time.h>
@@ -60,6 +63,8 @@ typedef struct {
     timer_t timer;
     int has_timer;
     int running;
+    volatile int fd; /* the perf event counting the thread's task clock, or -1 */
+    unsigned long long interval, rng;
     long long prev_cpu; /* CPU clock at the previous drained sample (or at arming) */
     volatile unsigned long head; /* written by the handler only */
     volatile unsigned long tail; /* written by drain only */
@@ -70,7 +75,7 @@ typedef struct {
 static slot_t slots[MAX_SLOTS];
 static int installed;
 static pid_t self_pid;
-static volatile unsigned long n_samples, n_unreadable;
+static unsigned long n_samples, n_unreadable;
 
 static int readable(const void *addr, void *out, size_t size)
 {
@@ -79,20 +84,55 @@ static int readable(const void *addr, void *out, size_t size)
     return process_vm_readv(self_pid, &local, 1, &remote, 1, 0) == (ssize_t)size;
 }
 
+/* The next period of a perf-event slot: uniform in [interval/2, 3*interval/2), so that the
+ * instants cannot lock on to a periodic workload (xorshift: no lock, no libc state). */
+static unsigned long long next_period(slot_t *slot)
+{
+    unsigned long long x = slot->rng;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    slot->rng = x;
+    return slot->interval / 2 + x % (slot->interval ? slot->interval : 1);
+}
+
 static void handler(int sig, siginfo_t *si, void *uc)
 {
     (void)sig;
     (void)uc;
     int saved = errno;
-    if (si == NULL || si->si_code != SI_TIMER)
+    if (si == NULL)
         goto out;
-    int idx = si->si_value.sival_int - MAGIC;
-    if (idx < 0 || idx >= MAX_SLOTS)
+    slot_t *slot = NULL;
+    if (si->si_code == SI_TIMER) {
+        int idx = si->si_value.sival_int - MAGIC;
+        if (idx < 0 || idx >= MAX_SLOTS)
+            goto out;
+        slot = &slots[idx];
+    } else if (si->si_code == POLL_HUP || si->si_code == POLL_IN) {
+        for (int i = 0; i < MAX_SLOTS && slot == NULL; i++)
+            if (slots[i].fd >= 0 && slots[i].fd == si->si_fd && slots[i].tid != 0)
+                slot = &slots[i];
+        if (slot == NULL)
+            goto out;
+    } else {
         goto out;
-    slot_t *slot = &slots[idx];
+    }
     long tid = (long)syscall(SYS_gettid);
     if (slot->tid != tid || slot->ring == NULL)
         goto out;
+    /* the next sample after a randomised period */
+    unsigned long long period = next_period(slot);
+    int fd = slot->fd;
+    if (si->si_code != SI_TIMER && fd >= 0) {
+        ioctl(fd, PERF_EVENT_IOC_PERIOD, &period);
+    } else if (si->si_code == SI_TIMER && slot->has_timer && slot->running) {
+        struct itimerspec its;
+        memset(&its, 0, sizeof its);
+        its.it_value.tv_sec = (time_t)(period / 1000000000ULL);
+        its.it_value.tv_nsec = (long)(period % 1000000000ULL);
+        timer_settime(slot->timer, 0, &its, NULL);
+    }
     /* this thread's own state, NULL once it is being deleted (cleared before it is freed) */
     PyThreadState *ts = PyGILState_GetThisThreadState();
     if (ts == NULL)
@@ -133,7 +173,7 @@ static void handler(int sig, siginfo_t *si, void *uc)
         }
         if (view == NULL) {
             if (!readable(f, &copy, sizeof copy)) {
-                n_unreadable++;
+                __atomic_fetch_add(&n_unreadable, 1, __ATOMIC_RELAXED);
                 break;
             }
             view = &copy;
@@ -147,7 +187,7 @@ static void handler(int sig, siginfo_t *si, void *uc)
     }
     s->depth = n;
     s->truncated = f != NULL;
-    n_samples++;
+    __atomic_fetch_add(&n_samples, 1, __ATOMIC_RELAXED);
     __atomic_store_n(&slot->head, head + 1, __ATOMIC_RELEASE);
 out:
     errno = saved;
@@ -190,6 +230,46 @@ static PyObject *mod_install(PyObject *self, PyObject *unused)
 static PyObject *mod_owned(PyObject *self, PyObject *unused)
 {
     return PyBool_FromLong(installed && is_ours());
+}
+
+/* Where the kernel allows it (perf_event_paranoid <= 2, no seccomp filter against it), the
+ * thread's task clock as a perf event: it overflows at the exact CPU instant (an hrtimer),
+ * where a POSIX CPU timer fires only at the scheduler's tick (250 Hz here), whose instants can
+ * lock on to a periodic workload.  The overflow raises SIGPROF on that thread (F_SETOWN_EX). */
+static int use_perf = 1;
+
+static int open_perf(slot_t *slot, long tid)
+{
+    struct perf_event_attr pe;
+    memset(&pe, 0, sizeof pe);
+    pe.type = PERF_TYPE_SOFTWARE;
+    pe.size = sizeof pe;
+    pe.config = PERF_COUNT_SW_TASK_CLOCK;
+    pe.sample_period = slot->interval;
+    pe.disabled = 1;
+    pe.exclude_kernel = 1;
+    pe.exclude_hv = 1;
+    int fd = (int)syscall(SYS_perf_event_open, &pe, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+    if (fd < 0)
+        return 0;
+    struct f_owner_ex owner = {F_OWNER_TID, (pid_t)tid};
+    if (fcntl(fd, F_SETFL, O_ASYNC | O_NONBLOCK) != 0 || fcntl(fd, F_SETSIG, SIG) != 0 ||
+        fcntl(fd, F_SETOWN_EX, &owner) != 0) {
+        close(fd);
+        return 0;
+    }
+    slot->fd = fd;
+    return 1;
+}
+
+static void close_perf(slot_t *slot)
+{
+    int fd = slot->fd;
+    if (fd >= 0) {
+        ioctl(fd, PERF_EVENT_IOC_DISABLE, 0);
+        slot->fd = -1;
+        close(fd);
+    }
 }
 
 static clockid_t thread_clock(long tid) { return (clockid_t)(((~(clockid_t)tid) << 3) | 6); }
@@ -245,6 +325,22 @@ static PyObject *mod_arm(PyObject *self, PyObject *args)
             if (slot->ring == NULL)
                 Py_RETURN_FALSE;
         }
+        slot->interval = (unsigned long long)interval;
+        slot->rng = ((unsigned long long)tid * 0x9E3779B97F4A7C15ULL) | 1;
+        slot->tail = slot->head;
+        if (use_perf && open_perf(slot, tid)) {
+            __atomic_store_n(&slot->tid, tid, __ATOMIC_RELEASE);
+            slot->prev_cpu = clock_of(tid, &ok);
+            unsigned long long period = next_period(slot);
+            if (!ok || ioctl(slot->fd, PERF_EVENT_IOC_PERIOD, &period) != 0 ||
+                ioctl(slot->fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
+                close_perf(slot);
+                __atomic_store_n(&slot->tid, 0, __ATOMIC_RELEASE);
+                Py_RETURN_FALSE;
+            }
+            slot->running = 1;
+            Py_RETURN_TRUE;
+        }
         struct sigevent sev;
         memset(&sev, 0, sizeof sev);
         sev.sigev_notify = SIGEV_THREAD_ID;
@@ -258,7 +354,7 @@ static PyObject *mod_arm(PyObject *self, PyObject *args)
         __atomic_store_n(&slot->tid, tid, __ATOMIC_RELEASE);
     }
     slot->prev_cpu = clock_of(tid, &ok);
-    slot->tail = slot->head; /* what came in while paused is nobody's */
+    slot->tail = slot->head; /* what came in before is nobody's */
     if (!ok || set_timer(slot, interval) != 0) {
         Py_RETURN_FALSE;
     }
@@ -272,19 +368,8 @@ static void stop(slot_t *slot)
     memset(&zero, 0, sizeof zero);
     if (slot->has_timer)
         timer_settime(slot->timer, 0, &zero, NULL);
+    close_perf(slot);
     slot->running = 0;
-}
-
-/* pause(tid): no more samples from that thread until ``arm``. */
-static PyObject *mod_pause(PyObject *self, PyObject *arg)
-{
-    long tid = PyLong_AsLong(arg);
-    if (tid == -1 && PyErr_Occurred())
-        return NULL;
-    slot_t *slot = find(tid);
-    if (slot != NULL)
-        stop(slot);
-    Py_RETURN_NONE;
 }
 
 /* disarm(tid): deletes the thread's timer and frees its slot (the thread is gone). */
@@ -438,6 +523,9 @@ static PyObject *mod_after_fork(PyObject *self, PyObject *unused)
 {
     for (int i = 0; i < MAX_SLOTS; i++) {
         slots[i].tid = 0;
+        if (slots[i].fd >= 0) /* the child's copy only: no ioctl, the event is the parent's */
+            close(slots[i].fd);
+        slots[i].fd = -1;
         slots[i].has_timer = 0;
         slots[i].running = 0;
         slots[i].tail = slots[i].head;
@@ -448,16 +536,39 @@ static PyObject *mod_after_fork(PyObject *self, PyObject *unused)
 
 static PyObject *mod_supported(PyObject *self, PyObject *unused) { Py_RETURN_TRUE; }
 
+/* use_perf(on): whether threads armed from now on try the perf task clock first. */
+static PyObject *mod_use_perf(PyObject *self, PyObject *arg)
+{
+    int on = PyObject_IsTrue(arg);
+    if (on < 0)
+        return NULL;
+    use_perf = on;
+    Py_RETURN_NONE;
+}
+
+/* source(tid) -> "perf", "timer" or None: how that thread is sampled. */
+static PyObject *mod_source(PyObject *self, PyObject *arg)
+{
+    long tid = PyLong_AsLong(arg);
+    if (tid == -1 && PyErr_Occurred())
+        return NULL;
+    slot_t *slot = find(tid);
+    if (slot == NULL || !slot->running)
+        Py_RETURN_NONE;
+    return PyUnicode_FromString(slot->fd >= 0 ? "perf" : "timer");
+}
+
 static PyMethodDef methods[] = {
     {"supported", mod_supported, METH_NOARGS, "Whether this build can sample by CPU clock."},
     {"install", mod_install, METH_NOARGS, "Takes SIGPROF; False when another handler owns it."},
     {"owned", mod_owned, METH_NOARGS, "Whether the SIGPROF handler is still ours."},
     {"arm", mod_arm, METH_VARARGS, "arm(tid, interval_ns): sample a thread by its CPU clock."},
-    {"pause", mod_pause, METH_O, "pause(tid): stop sampling a thread until arm."},
     {"disarm", mod_disarm, METH_O, "disarm(tid): delete a (gone) thread's timer."},
     {"drain", mod_drain, METH_O, "drain(tid): the thread's samples since the last drain."},
     {"frame_addr", mod_frame_addr, METH_O, "The address drain reports for a frame."},
     {"stats", mod_stats, METH_NOARGS, "(samples, dropped, unreadable frames)."},
+    {"use_perf", mod_use_perf, METH_O, "Whether to try the perf task clock first."},
+    {"source", mod_source, METH_O, "How a thread is sampled: perf, timer or None."},
     {"after_fork", mod_after_fork, METH_NOARGS, "Forgets the parent's timers (child)."},
     {NULL, NULL, 0, NULL},
 };
@@ -474,4 +585,11 @@ static struct PyModuleDef module = {
     PyModuleDef_HEAD_INIT, "_cpusample", "Per-thread CPU-clock stack samples.", -1, methods,
 };
 
-PyMODINIT_FUNC PyInit__cpusample(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__cpusample(void)
+{
+#if TL_SUPPORTED
+    for (int i = 0; i < MAX_SLOTS; i++)
+        slots[i].fd = -1;
+#endif
+    return PyModule_Create(&module);
+}

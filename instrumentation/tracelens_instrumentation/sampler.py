@@ -103,7 +103,7 @@ def _run() -> None:
 
 
 def _park() -> None:
-    _pause_all()
+    _disarm_all()
     measure._parked[0] = True
     if _has_work():  # a step began between our last tick and parking: stay up
         measure._parked[0] = False
@@ -126,12 +126,7 @@ def _prune() -> None:
         if not stack and thread not in alive:
             measure.stacks.pop(thread, None)
     if _armed:
-        living = {t.native_id for t in threading.enumerate()}
-        for tid in list(_armed):
-            if tid not in living:
-                _armed.pop(tid, None)
-                with contextlib.suppress(Exception):
-                    _TIMER.disarm(tid)  # type: ignore[union-attr]
+        _drop_dead()
 
 
 def tick(late: int = 0) -> bool:
@@ -307,12 +302,15 @@ def _weight(rec: object, used: int, late: int) -> int:
 # Why: the stack this sampler reads at a tick is where the thread yielded the GIL to it, and
 # where a thread yields depends on its code, so stacks read that way are biased (README, "CPU
 # stacks").  With ``_cpusample`` (CPython 3.11 on Linux), every thread running a measured span
-# gets a timer on its own CPU clock: after each ``TIMER_NS`` of CPU it uses, a signal handler in
-# C copies its Python stack, wherever it is.  The ticks only drain those samples and charge each
-# to its span (``_charge``).  Without the module, when SIGPROF belongs to another handler, or
-# for threads beyond the module's 64 slots, the ticks' own stacks are recorded as before.
+# gets a clock of its own CPU time: after each ``TIMER_NS`` (on average, randomised) of CPU it
+# uses, a signal handler in C copies its Python stack, wherever it is.  The clock is the
+# thread's perf task clock where the kernel allows it (exact instants), else a POSIX CPU timer
+# (instants on the scheduler's tick); ``TRACELENS_CPU_TIMER=posix`` asks for the latter (its
+# handler costs less on a VM), ``=0`` for neither.  The ticks only drain those samples and
+# charge each to its span (``_charge``).  Without the module, when SIGPROF belongs to another
+# handler, or for threads beyond the module's 64 slots, the ticks' own stacks are recorded.
 TIMER_NS: Final = INTERVAL_NS  # CPU time between two samples of a thread
-TIMER_IDLE_NS: Final = PARK_AFTER_NS  # a thread without a measured span this long is paused
+TIMER_IDLE_NS: Final = PARK_AFTER_NS  # a thread without a measured span this long: disarmed
 _TIMER = _native.load("tracelens_instrumentation._cpusample")
 _timer_on: list[bool] = [False]
 _armed: dict[int, int] = {}  # kernel thread id -> when it last ran a measured span (perf ns)
@@ -331,7 +329,7 @@ def use_timer(on: bool) -> bool:
     two in one process); whether they are on now."""
     if not on:
         _timer_on[0] = False
-        _pause_all()
+        _disarm_all()
         return False
     _timer_install(force=True)
     return _timer_on[0]
@@ -340,11 +338,13 @@ def use_timer(on: bool) -> bool:
 def _timer_install(force: bool = False) -> None:
     if _TIMER is None or not sys.platform.startswith("linux"):
         return
-    off = ("0", "false", "no", "off")
-    if not force and os.environ.get("TRACELENS_CPU_TIMER", "").strip().lower() in off:
+    setting = os.environ.get("TRACELENS_CPU_TIMER", "").strip().lower()
+    if not force and setting in ("0", "false", "no", "off"):
         return  # asked for the ticks' stacks (to compare, or to leave SIGPROF alone)
     try:
         ok = bool(_TIMER.supported()) and bool(_TIMER.install())
+        if ok:
+            _TIMER.use_perf(setting != "posix")
     except Exception:
         ok = False
     if not ok and bool(getattr(_TIMER, "supported", lambda: False)()):
@@ -357,19 +357,19 @@ def _timer_install(force: bool = False) -> None:
 
 
 def _timer_tick(active: list[tuple[int, list[measure.Record]]]) -> frozenset[int] | set[int]:
-    """Arms the timers of the threads running a measured span, pauses those idle for
+    """Arms the timers of the threads running a measured span, disarms those idle for
     ``TIMER_IDLE_NS``; the kernel ids whose samples this tick charges."""
     timer = _TIMER
     if timer is None or not profiling[0] or not timer.owned():
         if timer is not None and _timer_on[0] and profiling[0]:
             _timer_on[0] = False  # another library took SIGPROF: back to the ticks' stacks
-            _pause_all()
+            _disarm_all()
             _runtime.complain(
                 "cpu-timer", "tracelens: SIGPROF was taken by another handler; CPU stacks are "
                 "sampled where threads yield the GIL from now on (biased)"
             )  # fmt: skip
         else:
-            _pause_all()
+            _disarm_all()
         return _NONE
     now = measure.perf()
     timed: set[int] = set()
@@ -379,7 +379,7 @@ def _timer_tick(active: list[tuple[int, list[measure.Record]]]) -> frozenset[int
             _armed[tid] = now
             timed.add(tid)
         elif now - _failed.get(tid, -PARK_AFTER_NS) >= PARK_AFTER_NS:
-            if timer.arm(tid, TIMER_NS):
+            if timer.arm(tid, TIMER_NS) or (_drop_dead() and timer.arm(tid, TIMER_NS)):
                 _armed[tid] = now
                 _failed.pop(tid, None)
             else:
@@ -391,19 +391,29 @@ def _timer_tick(active: list[tuple[int, list[measure.Record]]]) -> frozenset[int
         if tid not in timed:
             timer.drain(tid)  # samples of spans that ended since the last tick: too late
             if now - seen >= TIMER_IDLE_NS:
-                timer.pause(tid)
+                timer.disarm(tid)  # (its slot is free again; arming it anew is cheap)
                 del _armed[tid]
     return timed
 
 
-def _pause_all() -> None:
+def _disarm_all() -> None:
     if _TIMER is None or not _armed:
         return
     for tid in list(_armed):
         with contextlib.suppress(Exception):
-            _TIMER.pause(tid)
-            _TIMER.drain(tid)
+            _TIMER.disarm(tid)
     _armed.clear()
+
+
+def _drop_dead() -> bool:
+    """Frees the timers of armed threads that have exited (all slots taken); whether any."""
+    living = {t.native_id for t in threading.enumerate()}
+    dead = [tid for tid in _armed if tid not in living]
+    for tid in dead:
+        del _armed[tid]
+        with contextlib.suppress(Exception):
+            _TIMER.disarm(tid)  # type: ignore[union-attr]
+    return bool(dead)
 
 
 def _charge(
