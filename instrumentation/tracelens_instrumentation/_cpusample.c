@@ -3,9 +3,11 @@
  * Why: a sampler thread can only read another thread's Python stack where that thread yields
  * the GIL, so the instants it sees depend on the code (a long C call holding the GIL, a tight
  * loop, a generator yield all yield it at different rates), and the flame graph is biased
- * (tests/test_cpu_samples_truth.py).  Here each traced thread gets a POSIX timer on its own CPU
- * clock (timer_create on the thread's CPUCLOCK, SIGEV_THREAD_ID), so it is interrupted after
- * every INTERVAL of CPU it uses, wherever it is, and the signal handler, on that thread, copies
+ * (tests/test_cpu_samples_truth.py).  Here each traced thread gets a clock of its own CPU time
+ * that raises SIGPROF on it: its perf task clock where the kernel allows it (``open_perf``),
+ * else a POSIX timer on its CPU clock (timer_create on the thread's CPUCLOCK, SIGEV_THREAD_ID).
+ * It is interrupted after every period of CPU it uses (random around the interval asked for,
+ * ``next_period``), wherever it is, and the signal handler, on that thread, copies
  * the chain of its current Python frames (code object and frame addresses, innermost first)
  * into a ring of preallocated samples.  The sampler thread drains the rings under the GIL
  * (``drain``), turns the addresses into code objects (checked, see ``code_at``) and charges
