@@ -76,8 +76,10 @@ def clock(request: pytest.FixtureRequest) -> Iterator[str]:
 def test_each_thread_is_sampled_by_its_own_cpu(
     spans: InMemorySpanExporter, profiling: object, clock: str
 ) -> None:
-    """A thread that computes 300 ms and one that mostly sleeps (30 ms of CPU) run at once:
-    each span's stacks weigh about its own thread's CPU, not the wall time or the other's."""
+    """A thread that computes 300 ms and one that mostly sleeps (50 ms of CPU in 250 ms) run at
+    once: each span's stacks weigh about its own thread's CPU, not the wall time or the other's
+    (at most its CPU; at least half of it: a thread is armed at the first tick that sees it,
+    which a loaded machine can delay by tens of milliseconds)."""
     sources: list[str | None] = []
 
     @trace
@@ -87,9 +89,9 @@ def test_each_thread_is_sampled_by_its_own_cpu(
 
     @trace
     def sleepy() -> None:
-        for _ in range(6):
+        for _ in range(10):
             burn(5)
-            time.sleep(0.04)
+            time.sleep(0.02)
 
     threads = [threading.Thread(target=busy), threading.Thread(target=sleepy)]
     for t in threads:
@@ -103,8 +105,8 @@ def test_each_thread_is_sampled_by_its_own_cpu(
         a = attrs(named(spans, name))
         cpu_us = a[A.CPU_NS] / 1000
         got = stack_us(a, "burn")
-        # samples start at the first tick that sees the span (arming): up to ~2 ticks missed
-        assert cpu_us - 25_000 - 0.15 * cpu_us <= got <= cpu_us + 10_000, (name, got, cpu_us)
+        state = (sampler._failed, sampler._TIMER.stats())  # type: ignore[union-attr]
+        assert 0.5 * cpu_us - 10_000 <= got <= cpu_us + 10_000, (name, got, cpu_us, state)
 
 
 def test_nested_spans_each_get_their_own_code(
@@ -129,10 +131,11 @@ def test_nested_spans_each_get_their_own_code(
     parent()
     p, c = attrs(named(spans, "parent")), attrs(named(spans, "child"))
     # The child's samples after the last tick before it ended go to the parent: under load a
-    # tick comes every 5 ms of sleep plus up to 5 ms waiting for the GIL, so up to ~2 of those
+    # tick comes every 5 ms of sleep plus up to 5 ms waiting for the GIL, so up to ~2 of those;
+    # the parent's first tick arms the thread (its CPU before: no samples); ~60 samples each
     assert stack_us(c, ".child_work;") >= 100_000, c.get(A.CPU_STACKS)
     assert stack_us(c, ".parent_work;") == 0, c.get(A.CPU_STACKS)
-    assert stack_us(p, ".parent_work;") >= 240_000, p.get(A.CPU_STACKS)
+    assert stack_us(p, ".parent_work;") >= 200_000, p.get(A.CPU_STACKS)
     assert stack_us(p, ".child_work;") <= 50_000, p.get(A.CPU_STACKS)
 
 

@@ -249,8 +249,11 @@ static int open_perf(slot_t *slot, long tid)
     pe.config = PERF_COUNT_SW_TASK_CLOCK;
     pe.sample_period = slot->interval;
     pe.disabled = 1;
-    pe.exclude_kernel = 1;
-    pe.exclude_hv = 1;
+    /* Counted in system calls too: a sample that falls in the kernel is delivered when the
+     * call returns, in the Python code that made it.  With exclude_kernel (all an unprivileged
+     * process gets at perf_event_paranoid 2) such samples are skipped and their CPU lands on a
+     * later stack: then the POSIX timer, which has no such gap, is the better clock. */
+    pe.exclude_kernel = 0;
     int fd = (int)syscall(SYS_perf_event_open, &pe, (pid_t)tid, -1, -1, PERF_FLAG_FD_CLOEXEC);
     if (fd < 0)
         return 0;
@@ -334,14 +337,13 @@ static PyObject *mod_arm(PyObject *self, PyObject *args)
             __atomic_store_n(&slot->tid, tid, __ATOMIC_RELEASE);
             slot->prev_cpu = clock_of(tid, &ok);
             unsigned long long period = next_period(slot);
-            if (!ok || ioctl(slot->fd, PERF_EVENT_IOC_PERIOD, &period) != 0 ||
-                ioctl(slot->fd, PERF_EVENT_IOC_ENABLE, 0) != 0) {
-                close_perf(slot);
-                __atomic_store_n(&slot->tid, 0, __ATOMIC_RELEASE);
-                Py_RETURN_FALSE;
+            if (ok && ioctl(slot->fd, PERF_EVENT_IOC_PERIOD, &period) == 0 &&
+                ioctl(slot->fd, PERF_EVENT_IOC_ENABLE, 0) == 0) {
+                slot->running = 1;
+                Py_RETURN_TRUE;
             }
-            slot->running = 1;
-            Py_RETURN_TRUE;
+            close_perf(slot); /* and try the POSIX timer */
+            __atomic_store_n(&slot->tid, 0, __ATOMIC_RELEASE);
         }
         struct sigevent sev;
         memset(&sev, 0, sizeof sev);

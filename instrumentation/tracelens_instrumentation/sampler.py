@@ -139,7 +139,16 @@ def tick(late: int = 0) -> bool:
     now = measure.perf()
     stops = _frozen[0]
     others = _OthersCpu()
-    timed = _timer_tick(active) if _timer_on[0] else _NONE
+    timed: frozenset[int] | set[int] = _NONE
+    if _timer_on[0]:
+        try:
+            timed = _timer_tick(active)
+        except Exception:  # a bug here must not cost the ticks their io/wait evidence
+            _timer_on[0] = False
+            _runtime.complain(
+                "cpu-timer", "tracelens: the CPU-clock samples failed; CPU stacks are sampled "
+                "where threads yield the GIL from now on (biased)"
+            )  # fmt: skip
     for thread, stack in active:
         frame = frames.get(thread)
         rec = stack[-1]
