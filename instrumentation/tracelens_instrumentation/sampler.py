@@ -311,14 +311,15 @@ def _weight(rec: object, used: int, late: int) -> int:
 # Why: the stack this sampler reads at a tick is where the thread yielded the GIL to it, and
 # where a thread yields depends on its code, so stacks read that way are biased (README, "CPU
 # stacks").  With ``_cpusample`` (CPython 3.11 on Linux), every thread running a measured span
-# gets a clock of its own CPU time: after each ``TIMER_NS`` (on average, randomised) of CPU it
+# gets a clock of its own CPU time: after each ``TIMER_NS[0]`` (on average, randomised) of CPU it
 # uses, a signal handler in C copies its Python stack, wherever it is.  The clock is the
 # thread's perf task clock where the kernel allows it (exact instants), else a POSIX CPU timer
 # (instants on the scheduler's tick); ``TRACELENS_CPU_TIMER=posix`` asks for the latter (its
 # handler costs less on a VM), ``=0`` for neither.  The ticks only drain those samples and
 # charge each to its span (``_charge``).  Without the module, when SIGPROF belongs to another
 # handler, or for threads beyond the module's 64 slots, the ticks' own stacks are recorded.
-TIMER_NS: Final = INTERVAL_NS  # CPU time between two samples of a thread
+# CPU time between two samples of a thread (on average), for threads armed from now on
+TIMER_NS: list[int] = [INTERVAL_NS]
 TIMER_IDLE_NS: Final = PARK_AFTER_NS  # a thread without a measured span this long: disarmed
 _TIMER = _native.load("tracelens_instrumentation._cpusample")
 _timer_on: list[bool] = [False]
@@ -388,7 +389,8 @@ def _timer_tick(active: list[tuple[int, list[measure.Record]]]) -> frozenset[int
             _armed[tid] = now
             timed.add(tid)
         elif now - _failed.get(tid, -PARK_AFTER_NS) >= PARK_AFTER_NS:
-            if timer.arm(tid, TIMER_NS) or (_drop_dead() and timer.arm(tid, TIMER_NS)):
+            every = TIMER_NS[0]
+            if timer.arm(tid, every) or (_drop_dead() and timer.arm(tid, every)):
                 _armed[tid] = now
                 _failed.pop(tid, None)
             else:
