@@ -9,8 +9,11 @@ side according to ``classify.blocked_in`` of its current stack.  The exact off-C
 from the clocks at the end of the span; samples only set the proportions.  The kernel's run
 delay over the same intervals (``/proc/self/task/TID/schedstat``: runnable, waiting for a CPU)
 says how much of it was preemption rather than blocking (see ``measure._split_in_step``).
-With profiling on (``stacks.ENABLED``), the stack of a thread that used the CPU during the
-interval is recorded for its span with that CPU time (``stacks.record``).
+With profiling on (``stacks.ENABLED``), each tick also drains the CPU-clock stack samples of
+the threads it inspects (``_cpusample.c``: taken after every 5 ms of a thread's own CPU,
+wherever it is) and charges them to their spans (``_charge``); where those are not available,
+the stack the tick itself reads, where the thread yielded the GIL (biased), is recorded for
+its span with the CPU it used during the interval (``stacks.record``).
 
 Cost: nothing while no measured span is running (the thread parks after a second of idleness);
 otherwise one ``sys._current_frames()``, one clock read and one ``schedstat`` read per active

@@ -1,9 +1,11 @@
 """CPU stacks of a measured span: what the sampler saw its thread run, folded and bounded.
 
-Why: a span's measured CPU time says *that* it computed, not *which code* did.  While the
-sampler (``sampler.py``, every 5 ms) finds a measured span's thread on the CPU, it hands the
-thread's stack and the CPU time the thread used since the previous sample to ``record``; the
-span keeps a small table ``folded stack -> CPU ns`` (``Record.prof``) and exports it when it
+Why: a span's measured CPU time says *that* it computed, not *which code* did.  The sampler
+(``sampler.py``) hands each stack sample of a measured span's thread, with the CPU time the
+thread used since its previous sample, to ``add``: samples taken by the thread's own CPU clock
+(code objects only, folded by ``fold_codes`` with names learnt from live frames by ``note``),
+or, where those are not available, the stack its tick reads (``record``, folded by ``fold``).
+The span keeps a small table ``folded stack -> CPU ns`` (``Record.prof``) and exports it when it
 ends as ``tracelens.cpu_stacks`` (``encode``; the format is in ``docs/attributes.md``).
 
 What a stack holds: ``module:qualname`` frames from the span's own function (the frame right
