@@ -165,21 +165,17 @@ print(sampler.timer_state(), signal.getsignal(signal.SIGPROF).__name__,
     assert "SIGPROF" in result.stderr, result.stderr
 
 
-def test_switched_off_by_environment() -> None:
-    code = (
-        HELPERS
-        + """
-@trace
-def work():
-    end = time.thread_time() + 0.2
-    while time.thread_time() < end:
-        pass
-
-work()
-print(sampler.timer_state())
-"""
-    )
-    assert ok(run_python(code, env={"TRACELENS_CPU_TIMER": "0"})).split() == ["gil-switch"]
+@pytest.mark.parametrize(("setting", "state"), [("0", "gil-switch"), ("posix", "cpu-clock")])
+def test_chosen_by_environment(monkeypatch: pytest.MonkeyPatch, setting: str, state: str) -> None:
+    """``TRACELENS_CPU_TIMER`` as read when tracing starts (``sampler.install``)."""
+    monkeypatch.setenv("TRACELENS_CPU_TIMER", setting)
+    sampler.use_timer(False)
+    try:
+        sampler._timer_install()
+        assert sampler.timer_state() == state
+    finally:
+        monkeypatch.undo()
+        sampler.use_timer(True)  # (as the environment says now: the perf clock first)
 
 
 def test_stress_generators_coroutines_deep_recursion_threads() -> None:
