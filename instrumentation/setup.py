@@ -1,5 +1,5 @@
 """Build hook for the optional compiled parts: fingerprints (``_speedups.c``) and, on Linux, the
-per-span clocks (``_record.c``).
+per-span clocks (``_record.c``) and the CPU-clock stack sampler (``_cpusample.c``).
 
 Everything else about the package lives in ``pyproject.toml``.  The extension is optional:
 without a C compiler or Python headers the install still succeeds and the decorator uses the
@@ -24,6 +24,13 @@ if sys.platform.startswith("linux"):
         Extension(
             "tracelens_instrumentation._record",
             sources=["tracelens_instrumentation/_record.c"],
+            optional=True,
+        )
+    )
+    extensions.append(
+        Extension(
+            "tracelens_instrumentation._cpusample",
+            sources=["tracelens_instrumentation/_cpusample.c"],
             optional=True,
         )
     )

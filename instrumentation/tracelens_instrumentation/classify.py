@@ -27,7 +27,7 @@ from __future__ import annotations
 import linecache
 import sys
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Final
 
 from tracelens_instrumentation import attributes as A
@@ -378,18 +378,45 @@ def device_wait(frame: types.FrameType | None, stops: frozenset[types.CodeType])
             break
         hit = _device_codes.get(code)
         if hit is None:
-            module = str(cur.f_globals.get("__name__") or "")
-            hit = (module, getattr(code, "co_qualname", code.co_name)) in DEVICE_WAITS
-            if len(_device_codes) < 100_000:
-                _device_codes[code] = hit
+            hit = _device_code(code, str(cur.f_globals.get("__name__") or ""))
         if hit:
             return True
         cur = cur.f_back
         depth += 1
-    key = (frame.f_code, frame.f_lasti)
+    return _device_site(frame.f_code, frame.f_lasti)
+
+
+def device_wait_codes(
+    codes: Sequence[types.CodeType | None], lasti: int, module_of: Callable[[types.CodeType], str]
+) -> bool:
+    """``device_wait`` for a stack the CPU timer sampled (``sampler``), which holds code
+    objects only: ``codes`` innermost first up to its span's wrapper, ``lasti`` the innermost
+    frame's offset (-1: unknown), ``module_of`` names a code object's module."""
+    for code in codes[:MAX_FRAMES]:
+        if code is None:
+            continue
+        hit = _device_codes.get(code)
+        if hit is None:
+            module = module_of(code)
+            hit = _device_code(code, module) if module != "?" else False
+        if hit:
+            return True
+    first = codes[0] if codes else None
+    return first is not None and lasti >= 0 and _device_site(first, lasti)
+
+
+def _device_code(code: types.CodeType, module: str) -> bool:
+    hit = (module, getattr(code, "co_qualname", code.co_name)) in DEVICE_WAITS
+    if len(_device_codes) < 100_000:
+        _device_codes[code] = hit
+    return hit
+
+
+def _device_site(code: types.CodeType, lasti: int) -> bool:
+    key = (code, lasti)
     site = _device_sites.get(key)
     if site is None:
-        site = _call_site_callee(frame.f_code, frame.f_lasti) in DEVICE_WAIT_CALLEES
+        site = _call_site_callee(code, lasti) in DEVICE_WAIT_CALLEES
         if len(_device_sites) < 100_000:
             _device_sites[key] = site
     return site and _device_runtime()

@@ -9,8 +9,11 @@ side according to ``classify.blocked_in`` of its current stack.  The exact off-C
 from the clocks at the end of the span; samples only set the proportions.  The kernel's run
 delay over the same intervals (``/proc/self/task/TID/schedstat``: runnable, waiting for a CPU)
 says how much of it was preemption rather than blocking (see ``measure._split_in_step``).
-With profiling on (``stacks.ENABLED``), the stack of a thread that used the CPU during the
-interval is recorded for its span with that CPU time (``stacks.record``).
+With profiling on (``stacks.ENABLED``), each tick also drains the CPU-clock stack samples of
+the threads it inspects (``_cpusample.c``: taken after every 5 ms of a thread's own CPU,
+wherever it is) and charges them to their spans (``_charge``); where those are not available,
+the stack the tick itself reads, where the thread yielded the GIL (biased), is recorded for
+its span with the CPU it used during the interval (``stacks.record``).
 
 Cost: nothing while no measured span is running (the thread parks after a second of idleness);
 otherwise one ``sys._current_frames()``, one clock read and one ``schedstat`` read per active
@@ -29,8 +32,8 @@ import time
 import types
 from typing import Final
 
+from tracelens_instrumentation import _native, _runtime, classify, gpu, measure, stacks
 from tracelens_instrumentation import attributes as A
-from tracelens_instrumentation import classify, gpu, measure, stacks
 
 INTERVAL_S: Final = max(0.001, float(os.environ.get("TRACELENS_SAMPLE_INTERVAL_MS", "5")) / 1000)
 INTERVAL_NS: Final = int(INTERVAL_S * 1e9)
@@ -103,6 +106,7 @@ def _run() -> None:
 
 
 def _park() -> None:
+    _disarm_all()
     measure._parked[0] = True
     if _has_work():  # a step began between our last tick and parking: stay up
         measure._parked[0] = False
@@ -124,6 +128,8 @@ def _prune() -> None:
     for thread, stack in list(measure.stacks.items()):
         if not stack and thread not in alive:
             measure.stacks.pop(thread, None)
+    if _armed:
+        _drop_dead()
 
 
 def tick(late: int = 0) -> bool:
@@ -136,8 +142,23 @@ def tick(late: int = 0) -> bool:
     now = measure.perf()
     stops = _frozen[0]
     others = _OthersCpu()
+    timed: frozenset[int] | set[int] = _NONE
+    if _timer_on[0]:
+        try:
+            timed = _timer_tick(active)
+        except Exception:  # a bug here must not cost the ticks their io/wait evidence
+            _timer_on[0] = False
+            _runtime.complain(
+                "cpu-timer", "tracelens: the CPU-clock samples failed; CPU stacks are sampled "
+                "where threads yield the GIL from now on (biased)"
+            )  # fmt: skip
     for thread, stack in active:
-        _sample(thread, stack[-1], now, frames.get(thread), stops, others, stack, late)
+        frame = frames.get(thread)
+        rec = stack[-1]
+        if rec.native in timed:
+            with contextlib.suppress(Exception):  # a sample lost, not the span's problem
+                _charge(_TIMER.drain(rec.native), stack, frame, stops)  # type: ignore[union-attr]
+        _sample(thread, rec, now, frame, stops, others, stack, late, rec.native in timed)
     others.keep()
     if len(_carry) > 4096:
         _carry.clear()
@@ -204,6 +225,7 @@ def _sample(
     others: _OthersCpu | None = None,
     stack: list[measure.Record] | None = None,
     late: int = 0,
+    timed: bool = False,
 ) -> None:
     if not rec.in_step:
         return
@@ -244,7 +266,7 @@ def _sample(
             seen[1] += off
             rec.evidence(A.WAIT, off)
         return
-    if used >= MIN_ON_NS and profiling[0] and not rec.ended:
+    if used >= MIN_ON_NS and profiling[0] and not rec.ended and not timed:
         # a stack that cannot be read is a sample lost, not the span's problem
         with contextlib.suppress(Exception):
             stacks.record(rec, frame, _weight(rec, used, late), stops)
@@ -288,6 +310,192 @@ def _weight(rec: object, used: int, late: int) -> int:
     return used - wait + carried
 
 
+# -- CPU stacks by each thread's own CPU clock -------------------------------------------------
+# Why: the stack this sampler reads at a tick is where the thread yielded the GIL to it, and
+# where a thread yields depends on its code, so stacks read that way are biased (README, "CPU
+# stacks").  With ``_cpusample`` (CPython 3.11 on Linux), every thread running a measured span
+# gets a clock of its own CPU time: after each ``TIMER_NS[0]`` (on average, randomised) of CPU it
+# uses, a signal handler in C copies its Python stack, wherever it is.  The clock is the
+# thread's perf task clock where the kernel allows it (exact instants), else a POSIX CPU timer
+# (instants on the scheduler's tick); ``TRACELENS_CPU_TIMER=posix`` asks for the latter (its
+# handler costs less on a VM), ``=0`` for neither.  The ticks only drain those samples and
+# charge each to its span (``_charge``).  Without the module, when SIGPROF belongs to another
+# handler, or for threads beyond the module's 64 slots, the ticks' own stacks are recorded.
+# CPU time between two samples of a thread (on average), for threads armed from now on
+TIMER_NS: list[int] = [INTERVAL_NS]
+TIMER_IDLE_NS: Final = PARK_AFTER_NS  # a thread without a measured span this long: disarmed
+_TIMER = _native.load("tracelens_instrumentation._cpusample")
+_timer_on: list[bool] = [False]
+_armed: dict[int, int] = {}  # kernel thread id -> when it last ran a measured span (perf ns)
+_failed: dict[int, int] = {}  # kernel thread id -> when arming it failed (retried after a second)
+_NONE: Final[frozenset[int]] = frozenset()
+
+
+def timer_state() -> str:
+    """How CPU stacks are sampled now: ``cpu-clock`` (per-thread CPU timers) or ``gil-switch``
+    (this thread's ticks), for the README's claims and the tests."""
+    return "cpu-clock" if _timer_on[0] else "gil-switch"
+
+
+def use_timer(on: bool) -> bool:
+    """Switches the CPU-clock samples on or off at run time (benchmarks and tests compare the
+    two in one process); whether they are on now."""
+    if not on:
+        _timer_on[0] = False
+        _disarm_all()
+        return False
+    _timer_install(force=True)
+    return _timer_on[0]
+
+
+def _timer_install(force: bool = False) -> None:
+    if _TIMER is None or not sys.platform.startswith("linux"):
+        return
+    setting = os.environ.get("TRACELENS_CPU_TIMER", "").strip().lower()
+    if not force and setting in ("0", "false", "no", "off"):
+        return  # asked for the ticks' stacks (to compare, or to leave SIGPROF alone)
+    try:
+        ok = bool(_TIMER.supported()) and bool(_TIMER.install())
+        if ok:
+            _TIMER.use_perf(setting != "posix")
+    except Exception:
+        ok = False
+    if not ok and bool(getattr(_TIMER, "supported", lambda: False)()):
+        _runtime.complain(
+            "cpu-timer",
+            "tracelens: SIGPROF is handled by another profiler; CPU stacks are sampled where "
+            "threads yield the GIL instead (biased, see README 'CPU stacks')",
+        )
+    _timer_on[0] = ok
+
+
+def _timer_tick(active: list[tuple[int, list[measure.Record]]]) -> frozenset[int] | set[int]:
+    """Arms the timers of the threads running a measured span, disarms those idle for
+    ``TIMER_IDLE_NS``; the kernel ids whose samples this tick charges."""
+    timer = _TIMER
+    if timer is None or not profiling[0] or not timer.owned():
+        if timer is not None and _timer_on[0] and profiling[0]:
+            _timer_on[0] = False  # another library took SIGPROF: back to the ticks' stacks
+            _disarm_all()
+            _runtime.complain(
+                "cpu-timer", "tracelens: SIGPROF was taken by another handler; CPU stacks are "
+                "sampled where threads yield the GIL from now on (biased)"
+            )  # fmt: skip
+        else:
+            _disarm_all()
+        return _NONE
+    now = measure.perf()
+    timed: set[int] = set()
+    for _thread, stack in active:
+        tid = stack[-1].native
+        if tid in _armed:
+            _armed[tid] = now
+            timed.add(tid)
+        elif now - _failed.get(tid, -PARK_AFTER_NS) >= PARK_AFTER_NS:
+            every = TIMER_NS[0]
+            if timer.arm(tid, every) or (_drop_dead() and timer.arm(tid, every)):
+                _armed[tid] = now
+                _failed.pop(tid, None)
+            else:
+                if len(_failed) > 4096:
+                    _failed.clear()
+                _failed[tid] = now
+            # the first tick of a thread charges no stack: its samples start now
+    for tid, seen in list(_armed.items()):
+        if tid not in timed:
+            timer.drain(tid)  # samples of spans that ended since the last tick: too late
+            if now - seen >= TIMER_IDLE_NS:
+                timer.disarm(tid)  # (its slot is free again; arming it anew is cheap)
+                del _armed[tid]
+    return timed
+
+
+def _disarm_all() -> None:
+    if _TIMER is None or not _armed:
+        return
+    for tid in list(_armed):
+        with contextlib.suppress(Exception):
+            _TIMER.disarm(tid)
+    _armed.clear()
+
+
+def _drop_dead() -> bool:
+    """Frees the timers of armed threads that have exited (all slots taken); whether any."""
+    living = {t.native_id for t in threading.enumerate()}
+    dead = [tid for tid in _armed if tid not in living]
+    for tid in dead:
+        del _armed[tid]
+        with contextlib.suppress(Exception):
+            _TIMER.disarm(tid)  # type: ignore[union-attr]
+    return bool(dead)
+
+
+def _charge(
+    samples: list[tuple[int, int, tuple[types.CodeType | None, ...], tuple[int, ...], int, int]],
+    stack: list[measure.Record],
+    frame: types.FrameType | None,
+    stops: frozenset[types.CodeType],
+) -> None:
+    """Charges a thread's timer samples to the spans it is running now, each to the innermost
+    one whose wrapper frame the sample's stack holds (the frame at the same address, its step
+    begun before the sample).  A sample of a span that has ended since goes to its parent, the
+    ended span's frames included, as the ticks' stacks did; one outside every span is dropped."""
+    if not samples or frame is None or not profiling[0]:
+        return
+    live: dict[int, measure.Record] = {}
+    owners: dict[int, measure.Record] = {}
+    walked = False
+    for one in stack:
+        if not one.ended:
+            live[id(one)] = one
+            known = _wrappers.get(id(one))
+            if known is not None and known[0] is one:
+                owners[known[1]] = one
+            else:
+                walked = True
+    if walked:  # a span this thread runs has not been seen here: find its wrapper's frame
+        owners = stacks.note(frame, stops, live, _TIMER.frame_addr)  # type: ignore[union-attr]
+        if len(_wrappers) > 4096:
+            _wrappers.clear()
+        for addr, one in owners.items():
+            _wrappers[id(one)] = (one, addr)
+    if not owners:
+        return
+    folded = _folded
+    if len(folded) > 4096:
+        folded.clear()
+    for used, clock, codes, addrs, lasti, _truncated in samples:
+        if used <= 0:
+            continue
+        for i, addr in enumerate(addrs):
+            rec = owners.get(addr)
+            if rec is not None and rec.in_step and rec.step_c <= clock and codes[i] in stops:
+                inner = codes[:i]
+                ids = tuple(map(id, inner))
+                seen = folded.get(ids)
+                if seen is None or seen[0] != inner:
+                    # (the stored codes keep the ids valid)
+                    if not walked:  # name the live frames' codes by their globals first
+                        walked = True
+                        stacks.note(frame, stops, live, _TIMER.frame_addr)  # type: ignore[union-attr]
+                    wait = classify.device_wait_codes(inner, -1, stacks.module_of)
+                    seen = folded[ids] = (inner, None if wait else stacks.fold_codes(inner))
+                key = seen[1]
+                if key is None or (
+                    lasti >= 0 and classify.device_wait_codes(inner[:1], lasti, stacks.module_of)
+                ):
+                    break  # waiting for a device: not a CPU hotspot (see _sample)
+                stacks.add(rec, key, used)
+                break
+
+
+_wrappers: dict[int, tuple[measure.Record, int]] = {}  # id(record) -> (it, its wrapper's frame)
+# codes of a sample (ids, innermost first) -> (the codes, their folded stack; None: a device wait)
+_folded: dict[
+    tuple[int, ...], tuple[tuple[types.CodeType | None, ...], tuple[str, ...] | None]
+] = {}
+
+
 def run_delay(tid: int) -> int | None:
     """Nanoseconds a thread has spent runnable but waiting for a CPU (Linux schedstat)."""
     try:
@@ -305,6 +513,10 @@ def run_delay(tid: int) -> int | None:
 def _after_fork() -> None:
     global _thread
     _thread = None
+    _armed.clear()
+    if _TIMER is not None and _timer_on[0]:
+        with contextlib.suppress(Exception):
+            _TIMER.after_fork()
     _last_delay.clear()
     measure._parked[0] = True
     measure.stacks.clear()
@@ -317,6 +529,7 @@ def install() -> None:
     _installed[0] = True
     measure._wake[0] = wake
     measure._parked[0] = True
+    _timer_install()
     _start()
     with contextlib.suppress(AttributeError):
         os.register_at_fork(after_in_child=_after_fork)

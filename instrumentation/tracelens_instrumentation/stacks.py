@@ -1,9 +1,11 @@
 """CPU stacks of a measured span: what the sampler saw its thread run, folded and bounded.
 
-Why: a span's measured CPU time says *that* it computed, not *which code* did.  While the
-sampler (``sampler.py``, every 5 ms) finds a measured span's thread on the CPU, it hands the
-thread's stack and the CPU time the thread used since the previous sample to ``record``; the
-span keeps a small table ``folded stack -> CPU ns`` (``Record.prof``) and exports it when it
+Why: a span's measured CPU time says *that* it computed, not *which code* did.  The sampler
+(``sampler.py``) hands each stack sample of a measured span's thread, with the CPU time the
+thread used since its previous sample, to ``add``: samples taken by the thread's own CPU clock
+(code objects only, folded by ``fold_codes`` with names learnt from live frames by ``note``),
+or, where those are not available, the stack its tick reads (``record``, folded by ``fold``).
+The span keeps a small table ``folded stack -> CPU ns`` (``Record.prof``) and exports it when it
 ends as ``tracelens.cpu_stacks`` (``encode``; the format is in ``docs/attributes.md``).
 
 What a stack holds: ``module:qualname`` frames from the span's own function (the frame right
@@ -22,7 +24,10 @@ it off, see ``ENABLED``.
 from __future__ import annotations
 
 import os
+import sys
+import time
 import types
+from collections.abc import Callable
 from typing import Any, Final
 
 MAX_DEPTH: Final = 32  # frames per stack
@@ -32,6 +37,7 @@ MAX_STACKS: Final = 64  # entries exported
 MAX_ATTR_CHARS: Final = 16384  # characters exported, separators included
 MAX_NAME: Final = 200  # characters of one frame name
 OTHER: Final = "[other]"
+UNKNOWN: Final = "[unknown]"  # a frame whose code object was gone when its sample was read
 TRUNCATED: Final = "[truncated]"
 _OWN_PACKAGE: Final = __name__.rpartition(".")[0]  # tracelens_instrumentation
 _SEPARATORS: Final = str.maketrans({";": "_", " ": "_", "\t": "_", "\n": "_", "\r": "_"})
@@ -54,6 +60,7 @@ ENABLED: list[bool] = [_default()]  # read by the sampler on every tick
 # Code object id -> (the code object, its frame name; None: ours, hidden).  Keyed by id because
 # hashing a code object hashes its bytecode; the entry keeps the object alive, so ids stay valid.
 _names: dict[int, tuple[types.CodeType, str | None]] = {}
+_modules: dict[int, tuple[types.CodeType, str]] = {}  # the same, -> its frames' module
 _stop_ids: list[tuple[frozenset[types.CodeType] | None, frozenset[int]]] = [(None, frozenset())]
 
 
@@ -70,7 +77,9 @@ def _name(frame: types.FrameType, code: types.CodeType) -> str | None:
     name = None if own else frame_name(code, module)
     if len(_names) >= 65536:
         _names.clear()
+        _modules.clear()
     _names[id(code)] = (code, name)
+    _modules[id(code)] = (code, module)
     return name
 
 
@@ -126,8 +135,106 @@ def record(
 ) -> None:
     """Adds ``used_ns`` of CPU time to the stack ``frame`` shows for ``rec``'s span."""
     key = fold(frame, rec, stops)
-    if key is None:
-        return
+    if key is not None:
+        add(rec, key, used_ns)
+
+
+def note(
+    frame: types.FrameType | None,
+    stops: frozenset[types.CodeType],
+    live: dict[int, Any],
+    address: Callable[[types.FrameType], int],
+) -> dict[int, Any]:
+    """One walk over a live stack (``frame`` and its callers), for the samples of the CPU
+    timer, which hold code objects and frame addresses only: names its code objects from their
+    frames' globals (``fold_codes``), and returns the wrapper frames (code in ``stops``) that run
+    a record of ``live`` (by id), by frame address (``address``) -> that record."""
+    names_of = _names
+    owners: dict[int, Any] = {}
+    walked = 0
+    while frame is not None and walked < MAX_WALK:
+        code = frame.f_code
+        entry = names_of.get(id(code))
+        if entry is None or entry[0] is not code:
+            _name(frame, code)
+        if code in stops:
+            try:
+                owner = frame.f_locals.get("call")
+            except Exception:
+                owner = None
+            owned = live.get(id(owner))  # (``owner`` is alive: its id is its identity)
+            if owned is not None:
+                owners[address(frame)] = owned
+        frame = frame.f_back
+        walked += 1
+    return owners
+
+
+def fold_codes(codes: tuple[types.CodeType | None, ...]) -> tuple[str, ...] | None:
+    """The folded stack of a CPU-timer sample: its code objects from the innermost one to the
+    span's own function (the wrapper excluded), named as ``fold`` names frames.  A code object
+    no live frame has shown (``note``) is named by the module whose file defines it."""
+    names: list[str] = []
+    for code in codes:
+        if code is None:
+            names.append(UNKNOWN)
+            continue
+        entry = _names.get(id(code))
+        name = entry[1] if entry is not None and entry[0] is code else _name_by_file(code)
+        if name is not None:
+            names.append(name)
+    if not names:
+        return None
+    names.reverse()
+    if len(names) > MAX_DEPTH:
+        keep = MAX_DEPTH // 2
+        names = [*names[:keep], TRUNCATED, *names[len(names) - (MAX_DEPTH - keep - 1) :]]
+    return tuple(names)
+
+
+def module_of(code: types.CodeType) -> str:
+    """The name of the module whose file defines ``code`` ("?" when none is loaded): the
+    modules' files are listed again at most once a second, when one is missing."""
+    seen = _modules.get(id(code))
+    if seen is not None and seen[0] is code:
+        return seen[1]
+    path = code.co_filename
+    module = _by_file.get(path)
+    if module is not None:
+        return module
+    now = time.monotonic()
+    if now - _by_file_at[0] >= 1.0:
+        _by_file_at[0] = now
+        _by_file.clear()
+        for name, mod in list(sys.modules.items()):
+            try:
+                file = vars(mod).get("__file__")
+            except Exception:  # not a module: nothing to learn from it
+                continue
+            if isinstance(file, str):
+                _by_file.setdefault(file, name)
+        module = _by_file.get(path)
+    return module or "?"
+
+
+_by_file: dict[str, str] = {}
+_by_file_at: list[float] = [-1e9]
+
+
+def _name_by_file(code: types.CodeType) -> str | None:
+    module = module_of(code)
+    if module == _OWN_PACKAGE or module.startswith(_OWN_PACKAGE + "."):
+        return None
+    name = frame_name(code, module)
+    if module != "?":
+        if len(_names) >= 65536:
+            _names.clear()
+        _names[id(code)] = (code, name)
+    return name
+
+
+def add(rec: Any, key: tuple[str, ...], used_ns: int) -> None:
+    """Adds ``used_ns`` of CPU time to the folded stack ``key`` of ``rec``'s span."""
     prof = rec.prof
     if prof is None:
         prof = rec.prof = {}
