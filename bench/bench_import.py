@@ -2,7 +2,7 @@
 alone; and how much memory importing a 2 GB file takes.
 
     python bench/bench_import.py [--spans 300000] [--repeat 3] [--formats otlp,jaeger,zipkin]
-                                 [--compare OTHER_CHECKOUT]
+                                 [--compare OTHER_CHECKOUT] [--no-phases]
     python bench/bench_import.py --memory-gb 2
 
 Speed: for each format, a file of ``--spans`` spans in records of 1000 spans a line, 8
@@ -19,7 +19,11 @@ start-up).  Medians of ``--repeat`` rounds of wall seconds (what the user waits 
 2x) and of CPU seconds (the import's: the child's user + system time, DuckDB's threads
 included).  The load average is printed before and after: the machine is shared.  With
 ``--compare DIR``, each round also imports with DIR first on PYTHONPATH (a copy of an older
-tree's ``tracelens/``, its compiled extensions included): a before/after in one run.
+tree's ``tracelens/``, its compiled extensions included): a before/after in one run.  Then,
+unless ``--no-phases``, one more fresh process a format does the import's work one phase after
+the other (the imports, decoding every chunk, storing them in one transaction) and prints each
+phase's wall and CPU seconds against the parse's CPU: where the time goes, and the floor each
+phase sets on the ratio (the import itself overlaps decoding with storing on two threads).
 
 Memory: writes a JSON Lines file of about N GB (same records) and runs ``tracelens import`` on it
 in a child process, printing its peak RSS (``ru_maxrss``) beside the file size.
@@ -360,7 +364,7 @@ def speed(args: argparse.Namespace) -> None:
             pc_ = statistics.median(c for _, c in parse[fmt])
             cells = [
                 f"{name} {w:.2f} / {c:.2f} ({c / pc_:.2f}x)"
-                for name, (w, c) in zip(PHASES, measured)
+                for name, (w, c) in zip(PHASES, measured, strict=True)
             ]
             print(f"{fmt:<8} " + ", ".join(cells))
 
