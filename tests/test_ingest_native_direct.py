@@ -5,7 +5,7 @@ Three ways read the same JSON Lines: straight from the bytes (where the reader t
 parsed by orjson and walked by the compiled builder, and the Python decoder alone (the oracle).
 Hypothesis makes documents in the Collector's key order (resource, then scopeSpans; scope, then
 spans), which the direct reader takes, mixed with what it must leave to the parsed way (keys in
-another order, escapes and text past ASCII, events, links, names for enums, wild values, invalid
+another order, escapes, text that is not UTF-8, events, links, names for enums, wild values, invalid
 JSON): same table, warnings and error all three ways.  Separate tests check that the direct
 reader really takes the common shape, and one span's columns against values written by hand.
 """
@@ -318,3 +318,37 @@ def test_double_literals_read_the_same(literal: bytes) -> None:
         b'{"resourceSpans":[{"resource":{},"scopeSpans":[{"scope":{},"spans":[' + span + b"]}]}]}"
     )
     _all_same(b'{"resourceSpans": []}\n' + line + b"\n")
+
+
+@pytest.mark.parametrize(
+    ("text", "taken"),
+    [
+        ("é 😀 中".encode(), True),
+        (b"\x7f", True),
+        (b"\xff", False),
+        (b"\xc0\xaf", False),  # an overlong "/"
+        (b"\xed\xa0\x80", False),  # a surrogate
+        (b"\xf4\x90\x80\x80", False),  # past U+10FFFF
+        (b"\xe2\x82", False),  # cut short
+    ],
+)
+def test_utf8_text(text: bytes, taken: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Text past ASCII in a name and a value: well-formed UTF-8 is read straight from the bytes
+    (the same table as parsing makes); anything else is left to the parsed way, which refuses
+    the line as parsing does."""
+    span = _exporter_span(3)
+    line = _exporter_line(span).replace(b'"op-3"', b'"' + text + b'"')
+    line = line.replace(b'{"stringValue":"a"}', b'{"stringValue":"' + text + b'"}')
+    seen: list[bool] = []
+    decode_bytes = otlp_json.decode_bytes
+    monkeypatch.setattr(
+        otlp_json,
+        "decode_bytes",
+        lambda data, batch: seen.append(decode_bytes(data, batch)) or seen[-1],
+    )
+    oracle = _all_same(_exporter_line(_exporter_span(1)) + b"\n" + line + b"\n")
+    assert seen == [taken]
+    if taken:
+        assert oracle[1]["name"].to_pylist()[1] == text.decode()
+    else:
+        assert oracle[0] == "error" and "made.jsonl:2" in oracle[1]

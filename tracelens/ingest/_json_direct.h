@@ -4,9 +4,9 @@
  * Why: parsing a document into Python dicts and lists, walking them and freeing them cost about
  * twice what storing the spans does; most of an import.  This reads the bytes of the common shape
  * (the Collector's file exporter: resource, then scopeSpans, each scope then its spans; strings
- * of printable ASCII without escapes; attribute values of the four plain types) and fills the
- * same columns span() fills from parsed objects, by the same rules.  Anything else (an escape, a
- * byte past ASCII, a key twice in one object, events, links, an empty scope, a kind or status
+ * without escapes; attribute values of the four plain types) and fills the
+ * same columns span() fills from parsed objects, by the same rules.  Anything else (an escape,
+ * text that is not UTF-8, a key twice in one object, events, links, an empty scope, a kind or status
  * code spelled as a name, a value of another type, invalid JSON) is BAIL: the caller rolls the
  * builder back and the document goes the parsed way, which alone words errors.  The resource
  * and each scope are handed to Python as their bytes (orjson parses those few).
@@ -40,13 +40,47 @@ static inline int d_byte(Cur *c, char b)
     return OK;
 }
 
-/* A string of printable ASCII without escapes: its text (between the quotes). */
+/* The length of the well-formed UTF-8 sequence at p (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF), 0 when it is not one: orjson refuses those texts. */
+static size_t utf8_seq(const unsigned char *p, const unsigned char *end)
+{
+    unsigned char b = p[0];
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (b >= 0xC2 && b <= 0xDF)
+        n = 2;
+    else if (b >= 0xE0 && b <= 0xEF) {
+        n = 3;
+        if (b == 0xE0)
+            lo = 0xA0;
+        else if (b == 0xED)
+            hi = 0x9F;
+    }
+    else if (b >= 0xF0 && b <= 0xF4) {
+        n = 4;
+        if (b == 0xF0)
+            lo = 0x90;
+        else if (b == 0xF4)
+            hi = 0x8F;
+    }
+    else
+        return 0;
+    if ((size_t)(end - p) < n || p[1] < lo || p[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (p[i] < 0x80 || p[i] > 0xBF)
+            return 0;
+    return n;
+}
+
+/* A string without escapes (its UTF-8 is the text a parser would make of it): its text
+ * (between the quotes). */
 static int d_str(Cur *c, const char **s, size_t *n)
 {
     if (d_peek(c) != '"')
         return BAIL;
     const char *start = ++c->p;
-    for (; c->p < c->end; c->p++) {
+    while (c->p < c->end) {
         unsigned char ch = (unsigned char)*c->p;
         if (ch == '"') {
             *s = start;
@@ -54,8 +88,16 @@ static int d_str(Cur *c, const char **s, size_t *n)
             c->p++;
             return OK;
         }
-        if (ch < 0x20 || ch >= 0x7f || ch == '\\')
+        if (ch < 0x20 || ch == '\\')
             return BAIL;
+        if (ch < 0x80) {
+            c->p++;
+            continue;
+        }
+        size_t len = utf8_seq((const unsigned char *)c->p, (const unsigned char *)c->end);
+        if (len == 0)
+            return BAIL;
+        c->p += len;
     }
     return BAIL;
 }
