@@ -2,7 +2,7 @@
 alone; and how much memory importing a 2 GB file takes.
 
     python bench/bench_import.py [--spans 300000] [--repeat 3] [--formats otlp,jaeger,zipkin]
-                                 [--compare OTHER_CHECKOUT]
+                                 [--compare OTHER_CHECKOUT] [--no-phases]
     python bench/bench_import.py --memory-gb 2
 
 Speed: for each format, a file of ``--spans`` spans in records of 1000 spans a line, 8
@@ -19,7 +19,11 @@ start-up).  Medians of ``--repeat`` rounds of wall seconds (what the user waits 
 2x) and of CPU seconds (the import's: the child's user + system time, DuckDB's threads
 included).  The load average is printed before and after: the machine is shared.  With
 ``--compare DIR``, each round also imports with DIR first on PYTHONPATH (a copy of an older
-tree's ``tracelens/``, its compiled extensions included): a before/after in one run.
+tree's ``tracelens/``, its compiled extensions included): a before/after in one run.  Then,
+unless ``--no-phases``, one more fresh process a format does the import's work one phase after
+the other (the imports, decoding every chunk, storing them in one transaction) and prints each
+phase's wall and CPU seconds against the parse's CPU: where the time goes, and the floor each
+phase sets on the ratio (the import itself overlaps decoding with storing on two threads).
 
 Memory: writes a JSON Lines file of about N GB (same records) and runs ``tracelens import`` on it
 in a child process, printing its peak RSS (``ru_maxrss``) beside the file size.
@@ -214,6 +218,46 @@ def _import_cli(path: Path, db: Path, tree: str | None = None) -> tuple[float, f
     return wall, usage.ru_utime + usage.ru_stime
 
 
+_PHASES = """
+import json, sys, time
+marks = [(time.perf_counter(), time.process_time())]  # the interpreter started before this line
+
+
+def mark():
+    marks.append((time.perf_counter(), time.process_time()))
+
+
+import tracelens.api  # what `tracelens import` loads before it reads a byte
+import pyarrow.compute
+from tracelens.ingest import Decoded, decode_files
+from tracelens.store import open_store
+mark()
+chunks = list(decode_files([sys.argv[1]], Decoded()))
+mark()
+with open_store(sys.argv[2]) as store:
+    store.set_threads(1)
+    store.append_all(iter(chunks), new=True)
+mark()
+print(json.dumps([[w1 - w0, c1 - c0] for (w0, c0), (w1, c1) in zip(marks, marks[1:])]))
+"""
+PHASES = ("imports", "decode", "store")
+
+
+def _phases(path: Path, db: Path) -> list[tuple[float, float]]:
+    """Where an import's time goes, one phase after the other in a fresh process (the import
+    itself overlaps decoding with storing): the imports `tracelens import` makes, decoding every
+    chunk (its thread included), storing them in one transaction (insert and commit); wall and
+    CPU seconds of each.  The interpreter's own start is not in it (about 0.03 s)."""
+    out = subprocess.run(
+        [sys.executable, "-c", _PHASES, str(path), str(db)],
+        capture_output=True,
+        text=True,
+        cwd=db.parent,
+        check=True,
+    )
+    return [(w, c) for w, c in orjson.loads(out.stdout.strip().splitlines()[-1])]
+
+
 def _stored(db: Path) -> int:
     import duckdb
 
@@ -272,6 +316,11 @@ def speed(args: argparse.Namespace) -> None:
                 if args.compare:
                     other[fmt].append(_import_cli(path, db, args.compare))
                     _remove_store(db)
+        phases = {}
+        if args.phases:
+            for fmt, path in files.items():
+                phases[fmt] = _phases(path, db)
+                _remove_store(db)
         sizes = {f: p.stat().st_size / 1e6 for f, p in files.items()}
     print(
         f"{args.spans:,} spans a file (1000 a line, 8 attributes a span, 20 a trace); medians of "
@@ -305,6 +354,19 @@ def speed(args: argparse.Namespace) -> None:
                 f"{oc / pc_:>5.2f}x {args.spans / ow:>9,.0f}"
             )
     print(f"import/parse, wall (target <= 2x): {'; '.join(verdicts)}")
+    if phases:
+        print(
+            "where the import's time goes, one phase after the other in a fresh process "
+            "(wall / CPU s; the import overlaps decoding and storing on two threads), each as a "
+            "multiple of the parse's CPU:"
+        )
+        for fmt, measured in phases.items():
+            pc_ = statistics.median(c for _, c in parse[fmt])
+            cells = [
+                f"{name} {w:.2f} / {c:.2f} ({c / pc_:.2f}x)"
+                for name, (w, c) in zip(PHASES, measured, strict=True)
+            ]
+            print(f"{fmt:<8} " + ", ".join(cells))
 
 
 def memory(args: argparse.Namespace) -> None:
@@ -344,6 +406,12 @@ def main() -> None:
         "--compare",
         metavar="DIR",
         help="also time the import of another checkout (DIR holds its tracelens/), interleaved",
+    )
+    parser.add_argument(
+        "--no-phases",
+        dest="phases",
+        action="store_false",
+        help="leave out the breakdown (imports, decode, store) of one more import a format",
     )
     parser.add_argument(
         "--memory-gb", type=float, help="instead: peak RSS of `tracelens import` of a file this big"

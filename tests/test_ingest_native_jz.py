@@ -413,3 +413,33 @@ def test_jaeger_consumed_tags_on_the_compiled_path(tmp_path: Path) -> None:
     assert (row["scope_name"], row["cpu_ns"]) == ("scope", 42)
     assert row["attributes"] == [("error", "true")]
     assert row["json_attributes"] == ["error"]
+
+
+def test_jaeger_processes_are_each_traces_own_when_they_repeat() -> None:
+    """Traces that name the same process id with different processes, and one that repeats an
+    earlier trace's processes exactly (what the compiled path reuses instead of decoding them
+    again): each span gets its own trace's service and resource, written out by hand here."""
+
+    def trace(n: int, process: dict[str, Any]) -> dict[str, Any]:
+        return {**_jaeger(n)["data"][0], "processes": {"p1": process}}
+
+    tagged = {"serviceName": "a", "tags": [{"key": "x", "type": "int64", "value": 1}]}
+    processes = [
+        tagged,
+        {"serviceName": "a", "tags": [{"key": "x", "type": "float64", "value": 1}]},
+        {"serviceName": "b"},
+        {"serviceName": "a", "tags": [{"key": "x", "type": "bool", "value": True}]},
+        dict(tagged),  # equal to the first
+        {"serviceName": ""},
+    ]
+    doc = {"data": [trace(n, p) for n, p in enumerate(processes)]}
+    _, table, _ = _same(lambda w: read_bytes(_encode(doc), "p.json", warnings=w))
+    assert table["service"].to_pylist() == ["a", "a", "b", "a", "a", "unknown_service"]
+    assert table["resource"].to_pylist() == [
+        '{"service.name":"a","x":1}',
+        '{"service.name":"a","x":1.0}',
+        '{"service.name":"b"}',
+        '{"service.name":"a","x":true}',
+        '{"service.name":"a","x":1}',
+        '{"service.name":"unknown_service"}',
+    ]

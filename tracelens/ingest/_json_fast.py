@@ -46,8 +46,9 @@ class Slow(Exception):
 
 class NativeColumns:
     """Span columns built by the C code: ``add`` takes the spans of one OTLP ScopeSpans entry,
-    ``add_jaeger`` one Jaeger trace's, ``add_zipkin`` one Zipkin array (the C docstrings say
-    more).  The callbacks are the format's Python decoder's own functions."""
+    ``add_jaeger`` one Jaeger trace's, ``add_zipkin`` one Zipkin array, ``add_otlp_bytes`` one
+    OTLP document's bytes, never parsed into objects (the C docstrings say more).  The
+    callbacks are the format's Python decoder's own functions."""
 
     def __init__(
         self,
@@ -78,6 +79,9 @@ class NativeColumns:
         self.add_zipkin: Callable[
             [list[Any], str, tuple[str, ...]], tuple[int, int, int] | None
         ] = self._builder.add_zipkin
+        self.add_otlp_bytes: Callable[
+            [bytes, Callable[[bytes], Any], Callable[[bytes], Any]], list[int] | None
+        ] = self._builder.add_otlp_bytes
         self.mark: Callable[[], None] = self._builder.mark
         self.rollback: Callable[[], None] = self._builder.rollback
 

@@ -323,7 +323,13 @@ static int z_attributes(Builder *self, PyObject *const *f, const ZSpan *zs, PyOb
     const Text *otel = NULL;
     const char *dmsg = NULL;
     size_t dlen = 0;
-    PyObject *coded = tags != NULL ? PyDict_GetItemString(tags, code->p) : NULL;
+    /* the key as the str zipkin.py passed (its hash kept): no str made per span */
+    PyObject *coded = NULL;
+    if (tags != NULL &&
+        (coded = PyDict_GetItemWithError(
+             tags, PyTuple_GET_ITEM(self->words_from, W_OTEL_STATUS_CODE))) == NULL &&
+        PyErr_Occurred())
+        return FAIL;
     if (coded != NULL && (otel = otel_status(coded)) == NULL)
         return BAIL; /* not a code: Python keeps it as an attribute */
     while (tags != NULL && PyDict_Next(tags, &pos, &key, &value)) {

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracelens.errors import InputError
-from tracelens.ingest import detect
+from tracelens.ingest import detect, otlp_json
 from tracelens.ingest._common import (
     FieldError,
     LongNumberError,
@@ -168,6 +168,7 @@ class _Reader:
         self.batch = SpanBatch(sink=sink)
         self._doc_warnings: list[str] = []
         self._warnings = warnings
+        self._direct = input_format in (None, detect.OTLP_JSON)  # otlp_json.decode_bytes
 
     def read(self, stream: io.BufferedReader) -> pa.Table:
         if self.input_format in detect.BINARY_FORMATS:
@@ -193,7 +194,8 @@ class _Reader:
             data = first + self._rest(stream, len(first))  # what was blank is left out
             self._parse_cap(data, None)
             self.batch.document(len(data))
-            self._document(self._parse(data, lineno - 1), line=None)
+            if not (self._direct and otlp_json.decode_bytes(data, self.batch)):
+                self._document(self._parse(data, lineno - 1), line=None)
         else:
             self.batch.document(len(first))
             self._document(doc, line=lineno)
@@ -270,6 +272,10 @@ class _Reader:
             if line.isspace():  # blank, and begun beyond what the buffer held
                 continue
             self._parse_cap(line, lineno)
+            if self._direct:  # read straight from the bytes where it can be: no parse
+                self.batch.document(len(line))
+                if otlp_json.decode_bytes(line, self.batch):
+                    continue
             try:
                 doc = loads(line)
             except LongNumberError as exc:

@@ -124,19 +124,18 @@ def _trace(
     warnings: list[str],
     native: _json_fast.NativeColumns | None,
 ) -> None:
-    processes: dict[str, _Process] = {}
-    for pid, proc in as_dict(trace.get("processes") or {}, "processes").items():
-        try:
-            processes[pid] = _Process(as_dict(proc, ""))
-        except FieldError as exc:
-            raise exc.under(f"processes.{pid}") from None
+    raw_processes = trace.get("processes") or {}
+    if native is not None:
+        shared, most = _shared_processes(raw_processes)
+        if "spans" not in trace:
+            raise FieldError("spans", "missing: not a Jaeger trace")
+        _native_trace(as_list(trace, "spans"), trace.get("traceID"), shared, most, batch, native)
+        return
+    processes = _processes(raw_processes)
     if "spans" not in trace:
         raise FieldError("spans", "missing: not a Jaeger trace")
     spans = as_list(trace, "spans")
     trace_id = trace.get("traceID")
-    if native is not None:
-        _native_trace(spans, trace_id, processes, batch, native)
-        return
     missing: set[str] = set()
     for i, span in enumerate(spans):
         try:
@@ -151,17 +150,56 @@ def _trace(
         )
 
 
+def _processes(raw: Any) -> dict[str, _Process]:
+    """A trace's ``processes`` decoded (``FieldError`` naming the bad one)."""
+    processes: dict[str, _Process] = {}
+    for pid, proc in as_dict(raw, "processes").items():
+        try:
+            processes[pid] = _Process(as_dict(proc, ""))
+        except FieldError as exc:
+            raise exc.under(f"processes.{pid}") from None
+    return processes
+
+
+_SHARED_CACHE: dict[str, tuple[dict[str, tuple[str, str]], int]] = {}
+_SHARED_CACHE_ENTRIES: Final = 256
+_SHARED_KEY_CHARS: Final = 8192
+
+
+def _shared_processes(raw: Any) -> tuple[dict[str, tuple[str, str]], int]:
+    """What the compiled builder takes of a trace's ``processes``: pid -> (service, resource
+    JSON), and the longest of them (what a span repeats, at most).
+
+    Why cached: a Jaeger download repeats the same few processes in every trace, and decoding
+    them (typed tags, the resource JSON) cost more per trace of 20 spans than the builder took
+    for its spans.  The key is the processes' ``repr``: for the JSON values a parser returns
+    (str, int, float, bool, None, list, dict) equal reprs are equal values, so a hit is what
+    decoding them again would return; a miss decodes them (and raises) as before."""
+    key = repr(raw) if type(raw) is dict else None
+    found = _SHARED_CACHE.get(key) if key is not None else None
+    if found is not None:
+        return found
+    processes = _processes(raw)
+    shared = {pid: (p.service, p.resource_json) for pid, p in processes.items()}
+    most = max((len(s) + len(r) for s, r in shared.values()), default=0)
+    if key is not None and len(key) <= _SHARED_KEY_CHARS:
+        if len(_SHARED_CACHE) >= _SHARED_CACHE_ENTRIES:
+            _SHARED_CACHE.clear()
+        _SHARED_CACHE[key] = (shared, most)
+    return shared, most
+
+
 def _native_trace(
     spans: list[Any],
     trace_id: Any,
-    processes: dict[str, _Process],
+    shared: dict[str, tuple[str, str]],
+    most: int,
     batch: SpanBatch,
     native: _json_fast.NativeColumns,
 ) -> None:
     """One trace's spans through the compiled builder (``_json_fast.Slow`` when it declines).
-    What the processes repeat on each span is counted at the most any of them could."""
-    shared = {pid: (p.service, p.resource_json) for pid, p in processes.items()}
-    most = max((len(s) + len(r) for s, r in shared.values()), default=0)
+    What the processes repeat on each span is counted at the most any of them could
+    (``most``)."""
     try:
         done = batch.may_repeat(most * len(spans)) and native.add_jaeger(
             spans, trace_id, shared, _CONSUMED

@@ -13,6 +13,7 @@ way it was encoded.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -32,6 +33,7 @@ from tracelens.ingest._common import (
     b64_to_hex,
     item_error,
     list_field,
+    loads,
     located,
     norm_span_id,
     norm_trace_id,
@@ -107,20 +109,71 @@ def _resource_spans(rs: dict[str, Any], batch: SpanBatch, native: _Native | None
             batch.empty(1 + empty)
         elif empty:
             batch.empty(empty)
-    resource = as_dict(rs.get("resource") or {}, "resource")
-    try:
-        res_attrs = attributes(resource.get("attributes"))
-    except FieldError as exc:
-        raise exc.under("resource.attributes") from None
-    svc = res_attrs.get(A.SERVICE_NAME)
-    service = UNKNOWN_SERVICE if svc is None or svc == "" else str(svc)
-    res_json = json_value(res_attrs) if res_attrs else None
+    service, res_json = _resource(as_dict(rs.get("resource") or {}, "resource"))
     shared = len(service) + len(res_json or "")
     for s, ss in enumerate(as_list(rs, key)):
         try:
             _scope_spans(as_dict(ss, ""), service, res_json, shared, batch, native)
         except FieldError as exc:
             raise exc.under(f"{key}[{s}]") from None
+
+
+def _resource(resource: dict[str, Any]) -> tuple[str, str | None]:
+    """A resource's service and its attributes as JSON (None without attributes)."""
+    try:
+        res_attrs = attributes(resource.get("attributes"))
+    except FieldError as exc:
+        raise exc.under("resource.attributes") from None
+    svc = res_attrs.get(A.SERVICE_NAME)
+    service = UNKNOWN_SERVICE if svc is None or svc == "" else str(svc)
+    return service, json_value(res_attrs) if res_attrs else None
+
+
+def _scope(scope: dict[str, Any]) -> tuple[str | None, str | None]:
+    """A scope's name and version."""
+    return opt_str(scope.get("name"), "scope.name"), opt_str(scope.get("version"), "scope.version")
+
+
+_DIRECT: Final = re.compile(rb'[ \t\r\n]*\{[ \t\r\n]*"resourceSpans"[ \t\r\n]*:')
+
+
+def decode_bytes(data: bytes, batch: SpanBatch) -> bool:
+    """One OTLP JSON document given as its bytes, read straight from them into the compiled
+    builder's columns (``_json_direct.h``: no Python object per value, no parse, no walk).
+    False, with nothing added, where that reader leaves the document to the parsed way (anything
+    but the common shape; invalid JSON too): the caller then parses and decodes it, which alone
+    words errors.  The result is what parsing and ``decode`` give (the tests compare them)."""
+    if not _json_fast.USE_NATIVE or _DIRECT.match(data, 0, 64) is None:
+        return False
+    native = batch.native(_native_columns)
+    state = batch.state()
+    native.mark()
+    try:
+        repeats = native.add_otlp_bytes(data, _direct_resource, _direct_scope)
+    except Exception:  # the parsed way meets the same and words it
+        repeats = None
+    if repeats is None or not all(batch.may_repeat(r) for r in repeats):
+        native.rollback()
+        batch.restore(state)
+        return False
+    batch.tick()
+    return True
+
+
+def _direct_resource(data: bytes) -> tuple[str, str | None] | None:
+    """``_resource`` of a resource's bytes, for ``add_otlp_bytes``; None when it is bad."""
+    try:
+        return _resource(as_dict(loads(data) or {}, "resource"))
+    except Exception:  # FieldError or a parse error: the parsed way words it
+        return None
+
+
+def _direct_scope(data: bytes) -> tuple[str | None, str | None] | None:
+    """``_scope`` of a scope's bytes, for ``add_otlp_bytes``; None when it is bad."""
+    try:
+        return _scope(as_dict(loads(data) or {}, "scope"))
+    except Exception:  # FieldError or a parse error: the parsed way words it
+        return None
 
 
 def _scope_spans(
@@ -131,9 +184,9 @@ def _scope_spans(
     batch: SpanBatch,
     native: _Native | None,
 ) -> None:
-    scope = as_dict(ss.get("scope") or ss.get("instrumentationLibrary") or {}, "scope")
-    scope_name = opt_str(scope.get("name"), "scope.name")
-    scope_version = opt_str(scope.get("version"), "scope.version")
+    scope_name, scope_version = _scope(
+        as_dict(ss.get("scope") or ss.get("instrumentationLibrary") or {}, "scope")
+    )
     shared += len(scope_name or "") + len(scope_version or "")
     spans = as_list(ss, "spans")
     if native is not None:
