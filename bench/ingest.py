@@ -12,9 +12,11 @@ request carries new trace ids, so nothing is deduplicated away.
 Printed: spans/s *stored* (the collector's committed-span counter over the measured window, not
 acknowledgements; a read at each edge of the window makes the collector merge everything
 acknowledged so far, so the counter is not off by a pending merge), p50/p99 request latency seen
-by the clients, the collector's peak RSS, and the baseline measured in the same run on the same
-payloads: ``ExportTraceServiceRequest.FromString`` alone (decode-only, the practical limit of any
-Python OTLP receiver), with tracelens's ratio to it.
+by the clients, the collector's peak RSS, how many acknowledged spans its store lacks once it
+has stopped (every trace of every request answered 200 is looked up, all its spans expected),
+and the baseline measured in the same run on the same payloads:
+``ExportTraceServiceRequest.FromString`` alone (decode-only, the practical limit of any Python
+OTLP receiver), with tracelens's ratio to it.
 With ``--metrics both`` (the default) the collector runs twice per round, span metrics off
 (``--no-span-metrics``) and on (its default), alternating, on the same stream; for each it prints
 the collector's CPU per stored span over the whole job (from the first request until every span
@@ -124,27 +126,38 @@ class Payloads:
         ]
 
     def make(self) -> bytes:
+        return self.make_with_ids()[0]
+
+    def make_with_ids(self) -> tuple[bytes, bytes]:
+        """A request, and its trace ids (16 bytes each, concatenated)."""
         out = self._base.copy()
+        trace_ids = b""
         for index, size in self._ids:
             n, width = len(index), index.shape[1] // size
-            ids = np.frombuffer(os.urandom(size * n), np.uint8).reshape(n, 1, size)
+            raw = os.urandom(size * n)
+            ids = np.frombuffer(raw, np.uint8).reshape(n, 1, size)
             out[index] = np.broadcast_to(ids, (n, width, size)).reshape(n, -1)
-        return out.tobytes()
+            if size == 16:
+                trace_ids = raw
+        return out.tobytes(), trace_ids
 
 
 # -- clients -----------------------------------------------------------------------------------
 
 
-def _client(args: tuple[str, int, bytes, Offsets, float, float]) -> list[tuple[float, float]]:
+Done = tuple[float, float, bytes]  # (finished at, latency seconds, the request's trace ids)
+
+
+def _client(args: tuple[str, int, bytes, Offsets, float, float]) -> list[Done]:
     host, port, body, offsets, start_at, stop_at = args
     payloads = Payloads(body, offsets)
     conn = http.client.HTTPConnection(host, port, timeout=60)
     headers = {"Content-Type": "application/x-protobuf"}
-    done: list[tuple[float, float]] = []  # (finished at, latency seconds)
+    done: list[Done] = []
     while time.time() < start_at:
         time.sleep(0.01)
     while time.time() < stop_at:
-        data = payloads.make()
+        data, trace_ids = payloads.make_with_ids()
         began = time.perf_counter()
         while True:
             try:
@@ -166,7 +179,7 @@ def _client(args: tuple[str, int, bytes, Offsets, float, float]) -> list[tuple[f
             if response.status in (429, 503):
                 return done  # the window is over: leave the refused request
             raise RuntimeError(f"unexpected answer {response.status}")
-        done.append((time.time(), time.perf_counter() - began))
+        done.append((time.time(), time.perf_counter() - began, trace_ids))
     conn.close()
     return done
 
@@ -187,10 +200,14 @@ def run_load(
     offsets: Offsets,
     pid: int,
     drain: Callable[[int], float] | None = None,
+    acknowledged: list[bytes] | None = None,
 ) -> dict[str, float]:
     """The figures of one run; ``drain(spans)``, when given, waits after the load until the
     collector has done all its work on the spans it stored (returns how long that took), and
-    the whole job's CPU per span then includes that work."""
+    the whole job's CPU per span then includes that work.  ``acknowledged``, when given, gets
+    the trace ids of every acknowledged request (16 bytes each, concatenated per request)."""
+    if acknowledged is None:
+        acknowledged = []
     host, port = url.removeprefix("http://").split("/")[0].rsplit(":", 1)
     start_at = time.time() + 1.0
     window = (start_at + warmup, start_at + warmup + seconds)
@@ -210,7 +227,8 @@ def run_load(
     job_spans = stored() - job0
     drain_s = drain(job_spans) if drain is not None else 0.0
     job_cpu = cpu_seconds(pid) - job_cpu0
-    latencies = sorted(lat for at, lat in done if window[0] <= at <= window[1])
+    latencies = sorted(lat for at, lat, _ in done if window[0] <= at <= window[1])
+    acknowledged[:] = [ids for _, _, ids in done]
     return {
         "job_spans": job_spans,
         "job_cpu_us_per_span": 1e6 * job_cpu / max(job_spans, 1),
@@ -225,7 +243,7 @@ def run_load(
     }
 
 
-def _threads(arg: tuple[tuple[Any, ...], int]) -> list[tuple[float, float]]:
+def _threads(arg: tuple[tuple[Any, ...], int]) -> list[Done]:
     from concurrent.futures import ThreadPoolExecutor
 
     job, clients = arg
@@ -450,6 +468,7 @@ def _tracelens(
     args: argparse.Namespace, db: Path, span_metrics: bool, body: bytes, offsets: Offsets
 ) -> dict[str, float]:
     proc, url = start_tracelens(db, args.queue_mb, args.memory_mb, span_metrics)
+    acknowledged: list[bytes] = []
     try:
         result = run_load(
             url,
@@ -461,13 +480,37 @@ def _tracelens(
             offsets,
             proc.pid,
             metrics_drained(url) if span_metrics else None,
+            acknowledged,
         )
         result["rss_mb"] = peak_rss_mb(proc.pid)
         result["load"] = os.getloadavg()[0]
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(120)
+    result["acked_spans"], result["missing"] = missing_spans(db, acknowledged)
     return result
+
+
+def missing_spans(db: Path, acknowledged: list[bytes]) -> tuple[int, int]:
+    """(spans acknowledged, how many of them the stopped collector's store lacks): every trace
+    of every acknowledged request must be there with all its ``SPANS // TRACES`` spans."""
+    import duckdb
+    import pyarrow as pa
+
+    ids = [raw[i : i + 16].hex() for raw in acknowledged for i in range(0, len(raw), 16)]
+    per_trace = SPANS // TRACES
+    con = duckdb.connect(str(db), read_only=True)
+    try:
+        wanted = pa.table({"trace_id": pa.array(ids, pa.string())})  # noqa: F841 (read by SQL)
+        row = con.execute(
+            "SELECT coalesce(sum(least(n, ?)), 0) FROM (SELECT w.trace_id, count(s.trace_id) AS n "
+            "FROM wanted w LEFT JOIN span_rows s USING (trace_id) GROUP BY w.trace_id)",
+            [per_trace],
+        ).fetchone()
+    finally:
+        con.close()
+    found = int(row[0]) if row else 0
+    return len(ids) * per_trace, len(ids) * per_trace - found
 
 
 def _print_run(
@@ -481,6 +524,10 @@ def _print_run(
         f"p50 {result['p50_ms']:.0f} ms, p99 {result['p99_ms']:.0f} ms per request, "
         f"peak RSS {result['rss_mb']:.0f} MiB (budget --memory-mb {args.memory_mb}); "
         f"{result['stored_per_s'] / from_string:.3f} x decode-only; load {result['load']:.1f}"
+    )
+    print(
+        f"  acknowledged spans missing from the store after the collector stopped: "
+        f"{result['missing']:,.0f} of {result['acked_spans']:,.0f}"
     )
     print(
         f"  collector CPU: {result['cpu_share']:.2f} cores busy, "
@@ -501,7 +548,9 @@ def _print_summary(args: argparse.Namespace, results: dict[bool, list[dict[str, 
             f"{med(on, 'stored_per_s'):,.0f} spans/s stored, "
             f"{med(on, 'job_cpu_us_per_span'):.2f} CPU-us per span (whole job), "
             f"peak RSS {max(r['rss_mb'] for r in rs):,.0f} MiB at most "
-            f"(budget {args.memory_mb}), p99 {med(on, 'p99_ms'):.0f} ms"
+            f"(budget {args.memory_mb}), p99 {med(on, 'p99_ms'):.0f} ms, acknowledged spans "
+            f"missing {sum(r['missing'] for r in rs):,.0f} "
+            f"of {sum(r['acked_spans'] for r in rs):,.0f}"
         )
     if len(results) == 2:
         ratios = [

@@ -98,3 +98,43 @@ def test_queued_bytes_return_to_zero_so_the_queue_limit_keeps_working(tmp_path: 
         writer.close()
         store.close()
     assert DuckDBStore(db).count() == 100
+
+
+def test_under_load_a_merge_takes_whole_row_groups_and_keeps_the_journal_of_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With 2.6 row groups waiting, the merge under load stores 2 (a partial one would make
+    DuckDB's checkpoint rewrite its neighbours); the rest waits for the lull, and the journal
+    segment holding it stays until it is stored.  The row group is made small (20 spans) so
+    the rule, not DuckDB's size, is what is exercised."""
+    from tracelens.collector import journal
+    from tracelens.collector import merger as merger_module
+
+    monkeypatch.setattr(merger_module, "ROW_GROUP", 20)
+    monkeypatch.setattr(merger_module, "MERGE_ROWS", 20)
+    db = str(tmp_path / "g.duckdb")
+    store, stats, lock = DuckDBStore(db), Stats(), threading.Lock()
+    jour = Journal(db)
+    merger = Merger(store, jour, stats, lock)
+    tables = [_table(f"g{k}") for k in range(11)]  # 55 spans: 2 row groups and 15
+    try:
+        with lock:
+            jour.append([(journal.PROTOBUF, b"unread")])  # what the writer journals first
+            merger.add(tables)
+        assert _wait_stored(stats, 40, 5.0) < 5.0
+        time.sleep(0.1)
+        assert _stored(stats) == 40  # whole row groups only, under a second after the add
+        assert store.count() == 40
+        assert journal.segments(db), "the segment was removed before all its spans were stored"
+        assert _wait_stored(stats, 55, 5.0) < 5.0  # the lull merges the rest
+        deadline = time.monotonic() + 5.0
+        while journal.segments(db) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert journal.segments(db) == []
+        assert merger.pending_bytes == 0
+    finally:
+        merger.close()
+        jour.close()
+        store.close()
+    stored = DuckDBStore(db).read(["name"]).column("name").to_pylist()
+    assert sorted(stored) == sorted(f"g{k}{i}" for k in range(11) for i in range(5))

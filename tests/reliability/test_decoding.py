@@ -130,6 +130,23 @@ def test_a_bomb_is_refused_after_the_limit_not_after_inflating_it() -> None:
     assert time.monotonic() - started < 2
 
 
+def _empty_spans(n: int) -> bytes:
+    spans = b"\x12\x00" * n  # ScopeSpans.spans, each an empty Span
+    scope = b"\x12" + _varint(len(spans)) + spans
+    return b"\x0a" + _varint(len(scope)) + scope  # one ResourceSpans
+
+
+def test_the_decode_cost_is_refused_at_the_allowance_whatever_the_body_length() -> None:
+    """A body is refused exactly when its spans would cost more than the allowance: at 1,000
+    empty spans (2 bytes each, the least a span takes) and an allowance of 1,000 spans, the
+    length alone can no longer clear it (so they are counted), and one span more is refused."""
+    allowance = 1000 * otlp.SPAN_COST
+    otlp.check_decode_cost(_empty_spans(1000), allowance)
+    with pytest.raises(otlp.BodyTooLarge, match="over 1001 spans"):
+        otlp.check_decode_cost(_empty_spans(1001), allowance)
+    otlp.check_decode_cost(_empty_spans(500), allowance)  # short enough not to be counted
+
+
 @pytest.mark.parametrize("native", [True, False], ids=["compiled", "python"])
 def test_entries_without_spans_are_capped(native: bool) -> None:
     assert _decode(b"\x0a\x00" * 10_000, "<r>", native=native).table.num_rows == 0

@@ -7,6 +7,15 @@ plain one-second clock would merge ~70k spans at a time, under a row group, and 
 them through its WAL at twice the CPU per span; waiting for the lull (or three seconds) lets
 sustained load fill row groups while a trickle is still stored within about a second.
 
+Under load a merge takes whole row groups only (``ROW_GROUP`` rows, or a multiple) and keeps the
+rest for the next one.  A transaction of, say, 131,072 spans leaves a row group of 8,192 beside a
+full one; DuckDB's checkpoint then merges such small row groups with their neighbours, reading
+back and compressing again nearly everything stored (measured: 2.9 us a span on top of the 5 us
+of the INSERT, against 0.05 with aligned merges).  A lull, a ``flush``, the three-second bound
+when under a row group waits, and shutdown merge everything.  A journal segment is removed only
+once every span it holds is in the store (``_segments`` keeps each closed segment with the count
+of tables handed over when it was closed).
+
 A failed merge (a full disk, an invalidated DuckDB) keeps its spans (they are in the journal too)
 and is retried after a bounded exponential backoff (``RETRY_S`` doubling up to ``RETRY_MAX_S``):
 it resumes by itself once space returns, without a restart; the store reopens an invalidated
@@ -33,7 +42,8 @@ from tracelens.store import DuckDBStore
 
 log = logging.getLogger("tracelens.collector")
 
-MERGE_ROWS = 131_072  # at least DuckDB's row group (122,880): written without its WAL
+ROW_GROUP = 122_880  # DuckDB's row group: a transaction of whole ones is written without its WAL
+MERGE_ROWS = ROW_GROUP  # a merge is due once this many spans wait
 MERGE_INTERVAL_S = 1.0  # the oldest span's wait before a merge in a lull
 MERGE_IDLE_S = 0.25  # no request for this long: a lull
 MERGE_MAX_WAIT_S = 3.0  # the oldest span's wait before a merge in any case
@@ -57,6 +67,7 @@ class Merger:
         self._lock = lock  # held by the writer while it journals and hands tables over
         self._cond = threading.Condition()
         self._tables: list[pa.Table] = []
+        self._arrived: list[float] = []  # when each of ``_tables`` was handed over
         self._rows = 0
         self.pending_bytes = 0
         self._oldest = 0.0
@@ -66,7 +77,9 @@ class Merger:
         self._flush_to = 0
         self._closing = False
         self._give_up_at = 0.0
-        self._segments: list[Path] = []
+        # Closed segments, each with ``_added`` when it was closed: it holds those tables only,
+        # so it goes once ``_merged`` reaches that count.
+        self._segments: list[tuple[int, list[Path]]] = []
         self._backlog = list(backlog)  # segments of a previous run, not replayed yet
         self._delay = 0.0  # the current backoff; 0 while merges succeed
         self._retry_at = 0.0
@@ -90,6 +103,7 @@ class Merger:
             if first:
                 self._oldest = self._newest
             self._tables.extend(tables)
+            self._arrived.extend([self._newest] * len(tables))
             self._rows += sum(t.num_rows for t in tables)
             self.pending_bytes += sum(t.nbytes for t in tables)
             self._added += len(tables)
@@ -129,6 +143,9 @@ class Merger:
             or self._flush_to > self._merged
             or now >= self._deadline()
         )
+
+    def _lull(self, now: float) -> bool:
+        return now >= max(self._oldest + MERGE_INTERVAL_S, self._newest + MERGE_IDLE_S)
 
     def _deadline(self) -> float:
         lull = max(self._oldest + MERGE_INTERVAL_S, self._newest + MERGE_IDLE_S)
@@ -202,27 +219,50 @@ class Merger:
         with self._lock:  # the writer is not mid-append: the segments hold exactly these tables
             closed = self._journal.rotate()
             with self._cond:
-                tables, count = self._tables, len(self._tables)
+                tables, arrived = self._tables, self._arrived
+                added = self._added
+                whole = (
+                    self._closing or self._flush_to > self._merged or self._lull(time.monotonic())
+                )
                 nbytes = self.pending_bytes
-                self._tables, self._rows = [], 0
-        self._segments.extend(closed)
+                self._tables, self._arrived, self._rows = [], [], 0
+        if closed:
+            self._segments.append((added, closed))
         table = pa.concat_tables(tables)
+        count, kept = len(tables), []  # tables merged whole; what waits for the next merge
+        if not whole and table.num_rows > ROW_GROUP and table.num_rows % ROW_GROUP:
+            take = table.num_rows - table.num_rows % ROW_GROUP
+            table, count, rows = table.slice(0, take), 0, 0
+            while rows + tables[count].num_rows <= take:
+                rows += tables[count].num_rows
+                count += 1
+            kept = [tables[count].slice(take - rows), *tables[count + 1 :]]
         started = time.perf_counter()
         try:
             stored = self._store.append_new(table)
         except Exception as exc:
             with self._cond:
                 self._tables[:0] = tables
-                self._rows += table.num_rows
+                self._arrived[:0] = arrived
+                self._rows += sum(t.num_rows for t in tables)
             self._failed(f"merging {table.num_rows} journaled spans into the store", exc)
             return
-        journal.remove(self._segments)
-        self._segments = []
+        kept_bytes = sum(t.nbytes for t in kept)
+        with self._cond:
+            self._merged += count
+            done = [paths for upto, paths in self._segments if upto <= self._merged]
+            self._segments = [(u, paths) for u, paths in self._segments if u > self._merged]
+        for paths in done:
+            journal.remove(paths)
         self._succeeded()
         self._stats.merge(time.perf_counter() - started, stored, table.num_rows - stored)
         with self._cond:
-            self.pending_bytes -= nbytes
-            self._merged += count
+            if kept:  # the rest waits for the next merge, before what came since
+                self._tables[:0] = kept
+                self._arrived[:0] = arrived[count:]
+                self._rows += sum(t.num_rows for t in kept)
+                self._oldest = arrived[count]
+            self.pending_bytes -= nbytes - kept_bytes
             self._cond.notify_all()
         if self.on_merged is not None:
             try:
