@@ -105,4 +105,3 @@ def trace_fixture_files() -> list[Path]:
     from generate import fixture_files
 
     return fixture_files()
-

@@ -165,9 +165,33 @@ print(sampler.timer_state(), signal.getsignal(signal.SIGPROF).__name__,
     assert "SIGPROF" in result.stderr, result.stderr
 
 
+def test_sigprof_untouched_while_stacks_are_off() -> None:
+    """Measured spans with CPU stacks off (``profile=False``) leave SIGPROF as the host had it:
+    the handler is installed at the first tick with stacks on, not when tracing starts."""
+    code = (
+        HELPERS.replace("stacks.ENABLED[0] = True", "stacks.ENABLED[0] = False")
+        + """
+@trace
+def work():
+    end = time.thread_time() + 0.2
+    while time.thread_time() < end:
+        pass
+
+work()
+before = sampler._TIMER.owned()
+stacks.ENABLED[0] = True
+work()
+print(before, sampler._TIMER.owned(), sampler.timer_state())
+"""
+    )
+    result = run_python(code)
+    # (owned(): whether the process's SIGPROF handler is tracelens's, read by sigaction)
+    assert ok(result).split() == ["False", "True", "cpu-clock"], result
+
+
 @pytest.mark.parametrize(("setting", "state"), [("0", "gil-switch"), ("posix", "cpu-clock")])
 def test_chosen_by_environment(monkeypatch: pytest.MonkeyPatch, setting: str, state: str) -> None:
-    """``TRACELENS_CPU_TIMER`` as read when tracing starts (``sampler.install``)."""
+    """``TRACELENS_CPU_TIMER`` as read when the handler is installed (``_timer_install``)."""
     monkeypatch.setenv("TRACELENS_CPU_TIMER", setting)
     sampler.use_timer(False)
     try:

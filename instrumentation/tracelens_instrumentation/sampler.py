@@ -143,6 +143,9 @@ def tick(late: int = 0) -> bool:
     stops = _frozen[0]
     others = _OthersCpu()
     timed: frozenset[int] | set[int] = _NONE
+    if profiling[0] and not _timer_tried[0]:
+        _timer_tried[0] = True  # SIGPROF is taken only once stacks are asked for
+        _timer_install()
     if _timer_on[0]:
         try:
             timed = _timer_tick(active)
@@ -326,6 +329,7 @@ TIMER_NS: list[int] = [INTERVAL_NS]
 TIMER_IDLE_NS: Final = PARK_AFTER_NS  # a thread without a measured span this long: disarmed
 _TIMER = _native.load("tracelens_instrumentation._cpusample")
 _timer_on: list[bool] = [False]
+_timer_tried: list[bool] = [False]  # SIGPROF's handler installed at the first tick with stacks on
 _armed: dict[int, int] = {}  # kernel thread id -> when it last ran a measured span (perf ns)
 _failed: dict[int, int] = {}  # kernel thread id -> when arming it failed (retried after a second)
 _NONE: Final[frozenset[int]] = frozenset()
@@ -344,6 +348,7 @@ def use_timer(on: bool) -> bool:
         _timer_on[0] = False
         _disarm_all()
         return False
+    _timer_tried[0] = True
     _timer_install(force=True)
     return _timer_on[0]
 
@@ -529,7 +534,6 @@ def install() -> None:
     _installed[0] = True
     measure._wake[0] = wake
     measure._parked[0] = True
-    _timer_install()
     _start()
     with contextlib.suppress(AttributeError):
         os.register_at_fork(after_in_child=_after_fork)

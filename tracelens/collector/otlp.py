@@ -88,8 +88,9 @@ def check_decode_cost(body: bytes, allowance: int) -> None:
     ``len(body) // 2`` of them together (at ``SPAN_COST``, the dearer, each).  That covers
     ordinary bodies (up to ~860 KiB under the default budget); counting their tag bytes cost
     a sixth of a decoding thread's time.  Longer bodies have the counts bounded from above at
-    C speed (every span is preceded by a 0x12 tag byte, every span attribute by 0x4a).  Only when that
-    bound is over the allowance are they counted exactly, walking the request down to each span
+    C speed (every span is preceded by a 0x12 tag byte, every span attribute by 0x4a).  Only
+    when that bound is over the allowance are they counted exactly, walking the request down to
+    each span
     (and into spans for their attributes when the attribute bound is over), and the walk stops
     as soon as the count is over: a hostile body costs at most ``allowance / ATTRIBUTE_COST``
     steps.  Malformed bytes end the count; the decoder then refuses them.
