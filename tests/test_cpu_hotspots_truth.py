@@ -27,9 +27,13 @@ from tracelens.analysis.hotspots import CpuHotspots, cpu_hotspots
 from tracelens.api import load_spans
 from tracelens.render.text import hotspots_text as render_text
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="the sampler reads per-thread CPU clocks (Linux)"
-)
+pytestmark = [
+    pytest.mark.measures,
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"),
+        reason="the sampler reads per-thread CPU clocks (Linux)",
+    ),
+]
 TOLERANCE = 0.10
 AGENT = """
 import contextvars, io, json, logging, sys, threading, time, urllib.request

@@ -25,10 +25,13 @@ from tracelens_instrumentation import sampler, stacks, trace
 
 __all__ = ["spans"]  # fixture, imported for pytest
 
-pytestmark = pytest.mark.skipif(
-    sampler._TIMER is None or not sampler._TIMER.supported(),
-    reason="CPU-clock samples need CPython 3.11 on Linux (elsewhere: GIL-switch stacks)",
-)
+pytestmark = [
+    pytest.mark.measures,
+    pytest.mark.skipif(
+        sampler._TIMER is None or not sampler._TIMER.supported(),
+        reason="CPU-clock samples need CPython 3.11 on Linux (elsewhere: GIL-switch stacks)",
+    ),
+]
 TOLERANCE = 0.05
 DOCS = [
     {"id": i, "title": f"doc {i}", "body": "lorem ipsum " * 8, "score": i / 7,

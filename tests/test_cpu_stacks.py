@@ -28,9 +28,13 @@ from tracelens_instrumentation import stacks, trace
 
 __all__ = ["spans"]  # fixture, imported for pytest
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="the sampler reads per-thread CPU clocks (Linux)"
-)
+pytestmark = [
+    pytest.mark.measures,
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"),
+        reason="the sampler reads per-thread CPU clocks (Linux)",
+    ),
+]
 LINE = re.compile(r"^(?P<stack>[^ ;]+(?:;[^ ;]+)*) (?P<us>[1-9][0-9]*)$")
 MODULE = __name__
 

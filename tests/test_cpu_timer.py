@@ -24,10 +24,13 @@ from tracelens_instrumentation import sampler, stacks, trace
 
 __all__ = ["spans"]  # fixture, imported for pytest
 
-pytestmark = pytest.mark.skipif(
-    sampler._TIMER is None or not sampler._TIMER.supported(),
-    reason="the CPU-clock sampler needs CPython 3.11 on Linux (elsewhere: GIL-switch stacks)",
-)
+pytestmark = [
+    pytest.mark.measures,
+    pytest.mark.skipif(
+        sampler._TIMER is None or not sampler._TIMER.supported(),
+        reason="the CPU-clock sampler needs CPython 3.11 on Linux (elsewhere: GIL-switch stacks)",
+    ),
+]
 
 HELPERS = """
 import sys, time

@@ -29,9 +29,13 @@ from tracelens_instrumentation import classify, stacks, trace
 
 __all__ = ["spans"]  # fixture, imported for pytest
 
-pytestmark = pytest.mark.skipif(
-    not sys.platform.startswith("linux"), reason="the sampler reads per-thread CPU clocks (Linux)"
-)
+pytestmark = [
+    pytest.mark.measures,
+    pytest.mark.skipif(
+        not sys.platform.startswith("linux"),
+        reason="the sampler reads per-thread CPU clocks (Linux)",
+    ),
+]
 
 STAND_INS = '''
 import time

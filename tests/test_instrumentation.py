@@ -18,6 +18,8 @@ from test_instrumentation_helpers import attrs, named, ok, provider, run_python,
 from tracelens_instrumentation import attributes as A
 from tracelens_instrumentation import configure, flush, trace
 
+pytestmark = pytest.mark.measures
+
 __all__ = ["spans"]  # the fixture, imported for pytest
 
 

@@ -36,6 +36,8 @@ from test_instrumentation_helpers import (
 from tracelens_instrumentation import attributes as A
 from tracelens_instrumentation import trace
 
+pytestmark = pytest.mark.measures
+
 __all__ = ["delay_server", "spans"]  # fixtures, imported for pytest
 
 DELAY = 0.15

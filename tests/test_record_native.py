@@ -19,7 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from tracelens_instrumentation import _call, measure
 
-pytestmark = pytest.mark.skipif(measure.native is None, reason="compiled record not built or off")
+pytestmark = [
+    pytest.mark.measures,
+    pytest.mark.skipif(measure.native is None, reason="compiled record not built or off"),
+]
 
 FIELDS = (
     "thread", "native", "cpu", "in_step", "step_w", "step_c", "step_no", "last_w", "last_c",
