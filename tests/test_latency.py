@@ -252,6 +252,7 @@ class TwoServices:
         return analyze_traces(table_of(spans))
 
 
+@pytest.mark.measures  # wall clocks of real sockets in this process: run alone
 def test_transfer_equals_the_measured_network_delay() -> None:
     svc = TwoServices()
     proxy = DelayProxy(svc.server.address, delay_s=0.04)
@@ -283,6 +284,7 @@ def median_latency_ms(ta: object) -> float:
     return float(np.median(ta.traces["duration_ns"].to_numpy())) / 1e6  # type: ignore[attr-defined]
 
 
+@pytest.mark.measures  # wall clocks of real sockets in this process: run alone
 def test_co_locate_projects_what_removing_the_delay_saves() -> None:
     svc = TwoServices()
     proxy = DelayProxy(svc.server.address, delay_s=0.03)
@@ -304,6 +306,7 @@ def test_co_locate_projects_what_removing_the_delay_saves() -> None:
     assert abs(projected - real) <= 0.2 * real
 
 
+@pytest.mark.measures  # wall clocks of real sockets in this process: run alone
 def test_prefetch_projects_what_warming_the_read_saves() -> None:
     svc = TwoServices(work_s=0.03)
     port = svc.server.address[1]
