@@ -159,9 +159,10 @@ def bench_crisp(tmp: str, opts: argparse.Namespace) -> dict[str, bool]:
         assert got["skipped"] == 0, f"CRISP skipped {got['skipped']} traces"
         theirs.append(got)
         ours.append(timed(cli))
-        if opts.before:
+        if opts.before:  # (its own output file: the phases are checked against ours)
             env = {**os.environ, "PYTHONPATH": opts.before}
-            before.append(timed(cli, env=env, cwd=opts.before))
+            cli_before = [*cli[:-1], out + ".before"]
+            before.append(timed(cli_before, env=env, cwd=opts.before))
         phases.append(run_phases(db, out + ".phases", opts.format))
         # The phases did what the command does: the same output, byte for byte.
         assert Path(out).read_bytes() == Path(out + ".phases").read_bytes(), "phases differ"
