@@ -116,6 +116,7 @@ def test_every_exported_span_is_stored_in_one_trace_per_request(collected: Run) 
     assert "SIMULATED" in collected.stdout
 
 
+@pytest.mark.measures  # kinds from the demo's measured clocks: run alone
 def test_operations_have_the_kinds_the_agent_does(collected: Run) -> None:
     """Stated kinds (chat, model_queue) hold for every span; measured ones for the operation
     and nearly every span (a step preempted by another process before the 5 ms sampler saw it

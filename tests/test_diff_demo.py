@@ -46,6 +46,9 @@ import json, sys, time
 import tracelens.demo.tools as tools
 from tracelens.api import run_demo
 
+# Measured clocks of real runs (the demo agent's), judged against thresholds: run alone.
+pytestmark = pytest.mark.measures
+
 out, tool, speed, rounds, per_round, arms = sys.argv[1:7]
 speed, arms = float(speed), json.loads(arms)
 extra = [0.0]

@@ -34,6 +34,9 @@ from typing import Any
 
 import pytest
 
+# Measured clocks of real runs (the demo agent's), judged against thresholds: run alone.
+pytestmark = pytest.mark.measures
+
 ROOT = Path(__file__).resolve().parent.parent
 TOLERANCE = 0.20
 

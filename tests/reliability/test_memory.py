@@ -114,17 +114,18 @@ def _concurrent_grpc_and_http(tmp_path: Path, *, at_limit_n: int, over_n: int, h
 
 
 @pytest.mark.heavy
+@pytest.mark.measures  # its clients' deadlines hold only with the machine to itself
 def test_forty_concurrent_60_mib_grpc_messages_stay_within_the_budget(tmp_path: Path) -> None:
     budget = 2048
     col = start_collector(tmp_path / "t.duckdb", "--memory-mb", str(budget), "--grpc-max-mb", "64")
     try:
         assert col.grpc
         message = _sized(60 * MiB)
-        codes, rss = _measured(col, lambda: _storm(col.grpc or "", [message] * 40, timeout=60))
+        codes, rss = _measured(col, lambda: _storm(col.grpc or "", [message] * 40, timeout=120))
         print(f"peak RSS {rss / MiB:.0f} MiB; gRPC {codes}")
         # 2.4 GB sent at once to 2 cores: since admission charges bytes received (issue 27),
         # more of them are admitted and some are still queued when their client's deadline
-        # passes (3-12 of 40 at 120 s, measured; more at the 60 s used here to keep CI short;
+        # passes (3-12 of 40 at 120 s, measured; 0 of 40 once at 60 s beside another test worker;
         # shedding them earlier is open work).  Those were never acknowledged (the exporter
         # retries); what this test holds is the memory budget and that every answer is a
         # definite one.
