@@ -116,7 +116,8 @@ def test_the_checks_see_marks_and_counts() -> None:
     sample = TESTS / "reliability" / "test_memory.py"
     _, functions = _tests(sample)
     assert functions["test_forty_concurrent_60_mib_grpc_messages_stay_within_the_budget"] == {
-        "heavy"
+        "heavy",
+        "measures",
     }
     (assign,) = ast.parse("pytestmark = [pytest.mark.vllm, pytest.mark.system]").body
     assert isinstance(assign, ast.Assign) and _marks(assign.value) == {"vllm", "system"}
