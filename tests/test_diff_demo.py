@@ -34,6 +34,9 @@ from tracelens.api import load_spans
 from tracelens.cli import main
 from tracelens.store import DuckDBStore
 
+# Measured clocks of real runs (the demo agent's), judged against thresholds: run alone.
+pytestmark = pytest.mark.measures
+
 DELAY_MS = 50.0
 TOOL = "fetch_logs"  # called once per request, always on the critical path
 SPEED = 0.2
@@ -45,9 +48,6 @@ RUN = """
 import json, sys, time
 import tracelens.demo.tools as tools
 from tracelens.api import run_demo
-
-# Measured clocks of real runs (the demo agent's), judged against thresholds: run alone.
-pytestmark = pytest.mark.measures
 
 out, tool, speed, rounds, per_round, arms = sys.argv[1:7]
 speed, arms = float(speed), json.loads(arms)
