@@ -559,10 +559,7 @@ static int d_span(Builder *self, Cur *c, const DShared *sh)
         return rc;
     if ((rc = sc_null(&self->s[S_EVENTS])) || (rc = sc_null(&self->s[S_LINKS])))
         return rc;
-    if ((rc = put_str(&self->s[S_SERVICE], sh->service)) ||
-        (rc = put_opt_text(&self->s[S_RESOURCE], sh->resource)) ||
-        (rc = put_opt_text(&self->s[S_SCOPE_NAME], sh->scope_name)) ||
-        (rc = put_opt_text(&self->s[S_SCOPE_VERSION], sh->scope_version)))
+    if ((rc = put_shared(self, sh->service, sh->resource, sh->scope_name, sh->scope_version)))
         return rc;
     return end_row(self, start, end);
 }

@@ -146,6 +146,20 @@ typedef struct {
 } Shared;
 
 /* One span, as otlp_json._span reads it; `ctx`: the Shared values of its ScopeSpans entry. */
+/* The columns a span takes from its resource and scope (service, resource, scope name and
+ * version): one rule for the parsed and the direct readers. */
+static int put_shared(Builder *self, PyObject *service, PyObject *resource, PyObject *scope_name,
+                      PyObject *scope_version)
+{
+    int rc;
+    if ((rc = put_str(&self->s[S_SERVICE], service)) ||
+        (rc = put_opt_text(&self->s[S_RESOURCE], resource)) ||
+        (rc = put_opt_text(&self->s[S_SCOPE_NAME], scope_name)) ||
+        (rc = put_opt_text(&self->s[S_SCOPE_VERSION], scope_version)))
+        return rc;
+    return 0;
+}
+
 static int span(Builder *self, PyObject *sp, Py_ssize_t i, void *ctx)
 {
     const Shared *sh = ctx;
@@ -198,10 +212,7 @@ static int span(Builder *self, PyObject *sp, Py_ssize_t i, void *ctx)
         return rc;
     if ((rc = extras(self, sp, v[K_EVENTS], v[K_LINKS])))
         return rc;
-    if ((rc = put_str(&self->s[S_SERVICE], sh->service)) ||
-        (rc = put_opt_text(&self->s[S_RESOURCE], sh->resource)) ||
-        (rc = put_opt_text(&self->s[S_SCOPE_NAME], sh->scope_name)) ||
-        (rc = put_opt_text(&self->s[S_SCOPE_VERSION], sh->scope_version)))
+    if ((rc = put_shared(self, sh->service, sh->resource, sh->scope_name, sh->scope_version)))
         return rc;
     return end_row(self, start, end);
 }
