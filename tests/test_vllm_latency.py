@@ -152,20 +152,26 @@ def test_token_fit_predicts_held_out_calls_and_agrees_with_vllm(llm: Any) -> Non
     print(f"held-out MdAPE {err:.1%}; fit {coef}")
     assert err <= 0.15
 
-    # vLLM's own per-token costs on the same requests: the slope of its prefill time over the
-    # prompt length, and its decode time per generated token after the first.
+    # vLLM's own per-token costs on the same requests. A prompt token costs its prefill and also
+    # the attention every decode step of the call spends on it, so the engine's prefill slope
+    # alone is not what T_prefill measures (on this model the whole-call slope ran 3-22% above
+    # it over 8 runs). The truth is the same model, T = a + L_in·T_prefill + L_out·T_decode,
+    # fitted by ordinary least squares to vLLM's engine time for each request (scheduled to last
+    # token), against the robust fit on all the client-side call spans.
     tr = [by_trace[tid] for tid in table["trace_id"].to_list()]
     v_in = np.array([x["l_in"] for x in tr])
-    v_prefill = np.array([x["prefill_s"] for x in tr])
-    v_prefill_slope = float(np.polyfit(v_in, v_prefill, 1)[0])
-    steps = np.array([x["l_out"] - 1 for x in tr])
-    v_decode = float(np.median(np.array([x["decode_s"] for x in tr])[steps > 0] / steps[steps > 0]))
+    v_out = np.array([x["l_out"] for x in tr])
+    v_time = np.array([x["prefill_s"] + x["decode_s"] for x in tr])
+    design = np.column_stack([np.ones(len(tr)), v_in, v_out])
+    _, v_prefill, v_decode = np.linalg.lstsq(design, v_time, rcond=None)[0]
+    whole, _ = fit_tokens(l_in, l_out, t)
     print(
-        f"prefill ms/token: fit {coef.prefill * 1e3:.4f} vLLM {v_prefill_slope * 1e3:.4f}; "
-        f"decode ms/token: fit {coef.decode * 1e3:.4f} vLLM {v_decode * 1e3:.4f}"
+        f"prefill ms/token: fit {whole.prefill * 1e3:.4f} vLLM {v_prefill * 1e3:.4f}; "
+        f"decode ms/token: fit {whole.decode * 1e3:.4f} vLLM {v_decode * 1e3:.4f}"
     )
-    assert abs(coef.prefill - v_prefill_slope) <= 0.2 * v_prefill_slope
-    assert abs(coef.decode - v_decode) <= 0.2 * v_decode
+    # 8 runs here: both within 2.7% (the fit on half the calls: 0.81-1.15x, hence all of them).
+    assert abs(whole.prefill - v_prefill) <= 0.1 * v_prefill
+    assert abs(whole.decode - v_decode) <= 0.1 * v_decode
 
     # The stream what-if (from the fit on all calls) against the measured time to first token:
     # trace start to vLLM's first token.
