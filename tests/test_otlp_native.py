@@ -14,9 +14,11 @@ flips, random bytes).  What the compiled decoder accepts is listed in ``docs/otl
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -37,7 +39,9 @@ from test_otlp_proto import _array, _kvlist
 
 from tracelens.errors import InputError
 from tracelens.ingest import otlp_proto
+from tracelens.ingest._native_columns import PROMOTED_KEYS
 from tracelens.ingest.otlp_proto import _decode, _fastpath
+from tracelens.schema import SPAN_KINDS, STATUS_CODES
 
 ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.skipif(not _fastpath.AVAILABLE, reason="TRACELENS_NO_NATIVE is set")
@@ -352,6 +356,36 @@ _ODD_SPANS = {
     "promoted kind twice": _attr(b"tracelens.kind", b"\x18\x07")
     + _attr(b"tracelens.kind", _field(1, b"io")),
     "promoted fingerprints as a string": _attr(b"tracelens.arg_fps", _field(1, b"f")),
+    "array attribute: strings with escapes": _attr(
+        b"k", _field(5, _field(1, _field(1, b'a"\\\x00\x1f\x7f\n\xe2\x80\xa8')) + _field(1, b""))
+    ),
+    "array attribute: nested": _attr(b"k", _field(5, _field(1, _field(5, _field(1, b"\x10\x01"))))),
+    "array attribute: an element twice": _attr(b"k", _field(5, _field(1, b"\x10\x01\x18\x02"))),
+    "array attribute: an unknown field": _attr(b"k", _field(5, b"\x10\x01")),
+    "array attribute: bad UTF-8": _attr(b"k", _field(5, _field(1, _field(1, b"\xff")))),
+    "array attribute: empty": _attr(b"k", _field(5, b"")),
+    "event: name twice": _field(11, _field(2, b"a") + _field(2, b"b")),
+    "event: unknown field": _field(11, _field(2, b"a") + b"\x28\x01"),
+    "event: time as a varint": _field(11, b"\x08\x05"),
+    "event: repeated attribute key": _field(
+        11, _field(3, _field(1, b"k") + _field(2, b"\x18\x01")) + _field(3, _field(1, b"k"))
+    ),
+    "event: attribute with no value": _field(11, _field(3, _field(1, b"k"))),
+    "event: attribute value then key": _field(
+        11, _field(3, _field(2, b"\x10\x01") + _field(1, b"k"))
+    ),
+    "event: seventeen attributes": _field(
+        11, b"".join(_field(3, _field(1, b"k%d" % i) + _field(2, b"\x18\x01")) for i in range(17))
+    ),
+    "link: trace_state and flags": _field(
+        13,
+        _field(1, b"\x03" * 16)
+        + _field(2, b"\x04" * 8)
+        + _field(3, b"k=v")
+        + b"\x35\x01\x00\x00\x00",
+    ),
+    "link: bad UTF-8 trace_state": _field(13, _field(1, b"\x03" * 16) + _field(3, b"\xff")),
+    "link: only a span id": _field(13, _field(2, b"\x04" * 8)),
     "promoted fingerprints as an array": _attr(
         b"tracelens.result_fps", _field(5, _field(1, _field(1, b"a")) + _field(1, b"\x18\x02"))
     ),
@@ -364,6 +398,43 @@ def test_hand_made_encodings_decode_alike(extra: bytes) -> None:
     assert_same(data)
     for cut in range(1, len(data), 7):
         assert_same(data[:cut])
+
+
+def _fail(raw: bytes) -> Any:
+    raise AssertionError(f"handed to Python: {raw!r}")
+
+
+def test_common_events_links_and_arrays_are_written_by_the_compiled_decoder() -> None:
+    """Events, links and array attributes of the shapes SDKs send are written as JSON by the C
+    code itself (no callback, no ``extras``), with the text the generated classes give."""
+    scalars = [
+        _field(1, 'a"\\\x00\x1f\x7f\n é \u2028 😀'.encode()),
+        b"\x10\x01",
+        b"\x18" + _varint(2**64 - 1),  # -1
+        b"\x21" + struct.pack("<d", 5e-324),
+        b"\x21" + struct.pack("<d", -0.0),
+        b"\x21" + struct.pack("<d", 1e16),
+        b"\x21" + struct.pack("<d", math.inf),
+        b"\x21" + struct.pack("<d", math.nan),
+        b"",  # an empty value: null
+    ]
+    array = _field(5, b"".join(_field(1, v) for v in scalars))
+    attrs = b"".join(_field(3, _field(1, b"k%d" % i) + _field(2, v)) for i, v in enumerate(scalars))
+    event = _field(11, b"\x09" + (2**64 - 1).to_bytes(8, "little") + _field(2, b"ev\t") + attrs)
+    link_attrs = _field(4, _field(1, b"n") + _field(2, array))
+    links = _field(13, _field(1, b"\x03" * 16) + _field(2, b"\x04" * 8) + link_attrs) + _field(
+        13, _field(1, b"\x03" * 16)
+    )
+    span = _GOOD_SPAN + _attr(b"tags", array) + _attr(b"none", _field(5, b"")) + event + links
+    data = _request(span, _GOOD_SPAN, span)
+    assert assert_same(data)
+    out = _fastpath._native.decode(data, PROMOTED_KEYS, SPAN_KINDS, STATUS_CODES, _fail, _fail)
+    assert out is not None and out[4] == []  # no extras
+    table = _decode(data, "<test>", native=True).table
+    events = json.loads(table["events"][0].as_py())
+    assert events[0]["time_ns"] == 2**64 - 1 and events[0]["name"] == "ev\t"
+    assert events[0]["attributes"]["k2"] == -1
+    assert table["links"][1].as_py() is None
 
 
 def test_odd_resources_and_scopes_decode_alike() -> None:

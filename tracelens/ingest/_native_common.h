@@ -32,8 +32,9 @@
 /* Roles of the promoted attributes, in the order Python passes their keys. */
 enum { P_KIND, P_CPU_NS, P_ARGS_HASH, P_RESULT_HASH, P_ARG_FPS, P_RESULT_FPS };
 
-/* Classes of attribute value: the four fast shapes, and C_SLOW (decoded by a Python callback). */
-enum { C_STRING, C_INT, C_BOOL, C_DOUBLE, C_SLOW };
+/* Classes of attribute value: the four fast shapes, C_JSON (an array the protobuf decoder wrote
+ * as JSON text itself; never a promoted attribute) and C_SLOW (decoded by a Python callback). */
+enum { C_STRING, C_INT, C_BOOL, C_DOUBLE, C_SLOW, C_JSON };
 
 #define SORT_ABOVE 16 /* spans with more attributes than this dedupe by sorting */
 
@@ -126,8 +127,8 @@ static size_t fmt_i64(char *out, int64_t v)
     return k;
 }
 
-/* json_scalar(float): repr() when finite, json.dumps's names otherwise. */
-static int fmt_double(Attr *a, double d)
+/* json_scalar(float) into out[32]: repr() when finite, json.dumps's names otherwise. */
+static int fmt_double_text(char *out, size_t *len, double d)
 {
     const char *fixed = NULL;
     if (isnan(d))
@@ -135,22 +136,27 @@ static int fmt_double(Attr *a, double d)
     else if (isinf(d))
         fixed = d > 0 ? "Infinity" : "-Infinity";
     if (fixed) {
-        a->nlen = strlen(fixed);
-        memcpy(a->num, fixed, a->nlen);
+        *len = strlen(fixed);
+        memcpy(out, fixed, *len);
         return OK;
     }
     char *s = PyOS_double_to_string(d, 'r', 0, Py_DTSF_ADD_DOT_0, NULL);
     if (s == NULL)
         return FAIL;
     size_t n = strlen(s);
-    if (n >= sizeof a->num) {
+    if (n >= 32) {
         PyMem_Free(s);
         return BAIL;
     }
-    memcpy(a->num, s, n);
-    a->nlen = n;
+    memcpy(out, s, n);
+    *len = n;
     PyMem_Free(s);
     return OK;
+}
+
+static int fmt_double(Attr *a, double d)
+{
+    return fmt_double_text(a->num, &a->nlen, d);
 }
 
 static inline void set_bool(Attr *a, int v)
@@ -178,7 +184,7 @@ static inline int set_slow(Attr *a, PyObject *is_json, PyObject *typed)
 /* The text written to the values column: the value itself for strings, else its JSON text. */
 static inline Text attr_text(const Attr *a)
 {
-    int plain = a->cls == C_STRING || a->cls == C_SLOW;
+    int plain = a->cls == C_STRING || a->cls == C_SLOW || a->cls == C_JSON;
     Text t = {plain ? a->val : a->num, plain ? a->vlen : a->nlen};
     return t;
 }

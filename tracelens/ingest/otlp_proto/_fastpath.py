@@ -5,8 +5,9 @@ without a Python object per span.  It accepts only requests whose every part it 
 answers None for anything else, so the generated-class decoder (``_classes``) decides every unusual
 or malformed request; ``docs/otlp-proto.md`` lists what it accepts.  What the C code does not decode
 itself is decoded here by the functions the generated-class decoder uses (``_parts``): resources
-and scopes (cached by their bytes), events and links, and, called back from C, attribute values
-other than plain strings, ints, bools and doubles, and statuses in an unusual encoding.  Promoted
+and scopes (cached by their bytes), the events and links of a shape the C code leaves aside, and,
+called back from C, attribute values other than plain strings, ints, bools, doubles and arrays
+of those, and statuses in an unusual encoding.  Promoted
 ``tracelens.*`` attributes that need a conversion come back typed and go through the same
 ``as_str`` / ``as_int`` / ``as_str_list``.
 
@@ -95,7 +96,7 @@ def _decoded(
     arrays = _columns(n, cols)
     for column, values in per_group_values.items():
         arrays[column] = per_group(values, counts)
-    arrays["events"], arrays["links"] = _events_links(n, extras, flags)
+    arrays["events"], arrays["links"] = _events_links(n, cols, extras, flags)
     if promoted:
         convert_promoted(arrays, promoted)
     table = pa.table([arrays[name] for name in COLUMNS], schema=SPAN_SCHEMA)
@@ -162,15 +163,19 @@ def _columns(n: int, cols: dict[str, Any]) -> dict[str, pa.Array]:
 
 
 def _events_links(
-    n: int, extras: list[tuple[int, list[bytes], list[bytes]]], flags: np.ndarray
+    n: int,
+    cols: dict[str, Any],
+    extras: list[tuple[int, list[bytes], list[bytes]]],
+    flags: np.ndarray,
 ) -> tuple[pa.Array, pa.Array]:
-    """Events and links as JSON text for the spans that have any; a link without ids sets the
-    span's ``BAD_LINK`` bit in ``flags``."""
+    """Events and links as JSON text for the spans that have any: the C code's, and for the
+    spans it left aside (``extras``: their events and links as bytes) the generated classes'; a
+    link without ids sets the span's ``BAD_LINK`` bit in ``flags`` (the C code sets its own)."""
+    written = _strings(n, cols["events"]), _strings(n, cols["links"])
     if not extras:
-        nulls = pa.nulls(n, pa.string())
-        return nulls, nulls
-    events: list[str | None] = [None] * n
-    links: list[str | None] = [None] * n
+        return written
+    events: list[str | None] = written[0].to_pylist()
+    links: list[str | None] = written[1].to_pylist()
     for row, raw_events, raw_links in extras:
         if raw_events:
             events[row] = json_value([event_from_bytes(raw) for raw in raw_events])

@@ -30,7 +30,8 @@
 
 /* Problem bits: _parts.py's NO_TRACE_ID .. BAD_STATUS. */
 enum {
-    PB_TRACE_ID = 1, PB_SPAN_ID = 2, PB_KIND = 4, PB_START = 8, PB_END = 16, PB_STATUS = 32
+    PB_TRACE_ID = 1, PB_SPAN_ID = 2, PB_KIND = 4, PB_START = 8, PB_END = 16, PB_STATUS = 32,
+    PB_BAD_LINK = 64
 };
 /* check_spans bits, in its order. */
 enum { CB_TRACE_ID = 1, CB_SPAN_ID = 2, CB_PARENT = 4, CB_ZERO_TIME = 8, CB_ORDER = 16 };
@@ -280,6 +281,323 @@ static int utf8_ok(const uint8_t *s, size_t n)
     return 1;
 }
 
+/* ---- JSON text of values -------------------------------------------------------------------- */
+
+/* What schema.json_value writes for the values of array attributes, events and links (json.dumps
+ * with separators (",", ":") and ensure_ascii=False, of the values _anyvalue.any_value gives),
+ * for the shapes common in real traces: a string, bool, int or double, an empty value (null), an
+ * array of those; an event or link whose attributes are such values under distinct keys.  Any
+ * other shape answers J_NO and the Python decoder writes it, from the library's decoding, so
+ * everything unusual (kvlists, bytes, nested arrays, repeated or misplaced fields, malformed
+ * bytes, invalid UTF-8) keeps the library's answer.  Written into a Buf; on J_NO the caller
+ * truncates it.  No recursion: an array's elements are scalars. */
+#define J_NO 2
+#define OBJECT_KEYS_MAX 16 /* event/link attributes checked for repeated keys pairwise */
+
+static const char hex_digits[] = "0123456789abcdef";
+
+/* A JSON string of UTF-8 text (already checked): json.dumps's escapes, non-ASCII as it is. */
+static int json_string(Buf *o, const uint8_t *s, size_t n)
+{
+    size_t extra = 2;
+    for (size_t i = 0; i < n; i++)
+        if (s[i] < 0x20 || s[i] == '"' || s[i] == '\\')
+            extra += 5; /* an escape takes six bytes at most */
+    if (buf_grow(o, n + extra))
+        return FAIL;
+    char *w = o->p + o->len;
+    *w++ = '"';
+    for (size_t i = 0; i < n; i++) {
+        uint8_t ch = s[i];
+        if (ch >= 0x20 && ch != '"' && ch != '\\') {
+            *w++ = (char)ch;
+            continue;
+        }
+        *w++ = '\\';
+        switch (ch) {
+        case '"': *w++ = '"'; break;
+        case '\\': *w++ = '\\'; break;
+        case '\b': *w++ = 'b'; break;
+        case '\f': *w++ = 'f'; break;
+        case '\n': *w++ = 'n'; break;
+        case '\r': *w++ = 'r'; break;
+        case '\t': *w++ = 't'; break;
+        default:
+            memcpy(w, "u00", 3);
+            w[3] = hex_digits[ch >> 4];
+            w[4] = hex_digits[ch & 15];
+            w += 5;
+        }
+    }
+    *w++ = '"';
+    o->len = (size_t)(w - o->p);
+    return OK;
+}
+
+static int json_u64(Buf *o, uint64_t v)
+{
+    char tmp[24];
+    size_t n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    if (buf_grow(o, n))
+        return FAIL;
+    while (n)
+        o->p[o->len++] = tmp[--n];
+    return OK;
+}
+
+static int json_array(Buf *o, Slice m);
+
+/* One AnyValue message: a scalar, an empty value, or (array_ok) an array of those. */
+static int json_any(Buf *o, Slice v, int array_ok)
+{
+    const uint8_t *p = v.p, *end = v.p + v.n;
+    uint32_t f;
+    int wt, rc;
+    Slice s;
+    uint64_t x;
+    if (v.n == 0)
+        return buf_put(o, "null", 4);
+    if (next_tag(&p, end, &f, &wt) <= 0)
+        return J_NO;
+    if (f == 1 && wt == WT_LEN) {
+        if (!get_len(&p, end, &s) || !utf8_ok(s.p, s.n))
+            return J_NO;
+        rc = json_string(o, s.p, s.n);
+    }
+    else if ((f == 2 || f == 3) && wt == WT_VARINT) {
+        if (!get_varint(&p, end, 10, &x))
+            return J_NO;
+        if (f == 2)
+            rc = x ? buf_put(o, "true", 4) : buf_put(o, "false", 5);
+        else {
+            char num[24];
+            rc = buf_put(o, num, fmt_i64(num, (int64_t)x));
+        }
+    }
+    else if (f == 4 && wt == WT_I64) {
+        double d;
+        char num[32];
+        size_t n;
+        if (!get_fixed64(&p, end, &x))
+            return J_NO;
+        memcpy(&d, &x, sizeof d);
+        rc = fmt_double_text(num, &n, d);
+        if (rc == OK)
+            rc = buf_put(o, num, n);
+        else if (rc == BAIL)
+            rc = J_NO;
+    }
+    else if (f == 5 && wt == WT_LEN && array_ok) {
+        if (!get_len(&p, end, &s))
+            return J_NO;
+        rc = json_array(o, s);
+    }
+    else
+        return J_NO;
+    if (rc)
+        return rc;
+    return p == end ? OK : J_NO; /* one field, once */
+}
+
+/* An ArrayValue: its values (field 1), each a scalar or empty. */
+static int json_array(Buf *o, Slice m)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    uint32_t f;
+    int wt, more, rc, first = 1;
+    Slice v;
+    if (buf_put(o, "[", 1))
+        return FAIL;
+    while ((more = next_tag(&p, end, &f, &wt)) > 0) {
+        if (f != 1 || wt != WT_LEN || !get_len(&p, end, &v))
+            return J_NO;
+        if (!first && buf_put(o, ",", 1))
+            return FAIL;
+        if ((rc = json_any(o, v, 0)))
+            return rc;
+        first = 0;
+    }
+    if (more < 0)
+        return J_NO;
+    return buf_put(o, "]", 1);
+}
+
+/* A KeyValue: key (1) then value (2), each at most once, nothing else. */
+static int key_value(Slice kv, Slice *key, Slice *value)
+{
+    const uint8_t *p = kv.p, *end = kv.p + kv.n;
+    uint32_t f;
+    int wt, more;
+    key->n = value->n = 0;
+    key->p = value->p = kv.p;
+    int seen = 0;
+    while ((more = next_tag(&p, end, &f, &wt)) > 0) {
+        if ((f != 1 && f != 2) || wt != WT_LEN || (seen & (int)f))
+            return J_NO;
+        seen |= (int)f;
+        if (!get_len(&p, end, f == 1 ? key : value))
+            return J_NO;
+    }
+    if (more < 0 || !utf8_ok(key->p, key->n))
+        return J_NO;
+    return OK;
+}
+
+/* Attributes (encoded KeyValues) as the JSON object _anyvalue.key_values gives; a repeated key
+ * (a dict keeps its first place and last value) is left to Python. */
+static int json_object(Buf *o, const Slice *kvs, size_t k)
+{
+    Slice keys[OBJECT_KEYS_MAX], value;
+    int rc;
+    if (k > OBJECT_KEYS_MAX)
+        return J_NO;
+    if (buf_put(o, "{", 1))
+        return FAIL;
+    for (size_t i = 0; i < k; i++) {
+        if ((rc = key_value(kvs[i], &keys[i], &value)))
+            return rc;
+        for (size_t j = 0; j < i; j++)
+            if (keys[j].n == keys[i].n && !memcmp(keys[j].p, keys[i].p, keys[i].n))
+                return J_NO;
+        if ((i && buf_put(o, ",", 1)) || json_string(o, keys[i].p, keys[i].n) ||
+            buf_put(o, ":", 1))
+            return FAIL;
+        if ((rc = json_any(o, value, 1)))
+            return rc;
+    }
+    return buf_put(o, "}", 1);
+}
+
+/* Where an event's or a link's attributes are collected (Slice of each KeyValue). */
+static int collect_kv(Buf *kvs, const uint8_t **pp, const uint8_t *end)
+{
+    Slice v;
+    if (!get_len(pp, end, &v))
+        return J_NO;
+    return buf_put(kvs, &v, sizeof v);
+}
+
+/* A Span.Event as _parts.event_dict gives it: {"time_ns", "name", "attributes"}. */
+static int json_event(Buf *o, Buf *kvs, Slice m)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    uint32_t f;
+    int wt, more, rc, seen = 0;
+    uint64_t time = 0, dropped;
+    Slice name = {m.p, 0};
+    kvs->len = 0;
+    while ((more = next_tag(&p, end, &f, &wt)) > 0) {
+        if (f == 1 && wt == WT_I64 && !(seen & 1)) {
+            seen |= 1;
+            if (!get_fixed64(&p, end, &time))
+                return J_NO;
+        }
+        else if (f == 2 && wt == WT_LEN && !(seen & 2)) {
+            seen |= 2;
+            if (!get_len(&p, end, &name) || !utf8_ok(name.p, name.n))
+                return J_NO;
+        }
+        else if (f == 3 && wt == WT_LEN) {
+            if ((rc = collect_kv(kvs, &p, end)))
+                return rc;
+        }
+        else if (f == 4 && wt == WT_VARINT && !(seen & 4)) {
+            seen |= 4;
+            if (!get_varint(&p, end, 10, &dropped))
+                return J_NO;
+        }
+        else
+            return J_NO; /* a field repeated, of another wire type, or unknown: the library's */
+    }
+    if (more < 0)
+        return J_NO;
+    if (buf_put(o, "{\"time_ns\":", 11) || json_u64(o, time) || buf_put(o, ",\"name\":", 8) ||
+        json_string(o, name.p, name.n) || buf_put(o, ",\"attributes\":", 14))
+        return FAIL;
+    if ((rc = json_object(o, (const Slice *)kvs->p, kvs->len / sizeof(Slice))))
+        return rc;
+    return buf_put(o, "}", 1);
+}
+
+/* A Span.Link as _parts.link_dict gives it: {"trace_id", "span_id", "attributes"} (ids as hex);
+ * *bad when an id is empty (_parts.bad_links). */
+static int json_link(Buf *o, Buf *kvs, Slice m, int *bad)
+{
+    const uint8_t *p = m.p, *end = m.p + m.n;
+    uint32_t f;
+    int wt, more, rc, seen = 0;
+    uint64_t skipped;
+    Slice ids[2] = {{m.p, 0}, {m.p, 0}}, state;
+    kvs->len = 0;
+    while ((more = next_tag(&p, end, &f, &wt)) > 0) {
+        if ((f == 1 || f == 2) && wt == WT_LEN && !(seen & (int)f)) {
+            seen |= (int)f;
+            if (!get_len(&p, end, &ids[f - 1]))
+                return J_NO;
+        }
+        else if (f == 3 && wt == WT_LEN && !(seen & 4)) {
+            seen |= 4;
+            if (!get_len(&p, end, &state) || !utf8_ok(state.p, state.n))
+                return J_NO;
+        }
+        else if (f == 4 && wt == WT_LEN) {
+            if ((rc = collect_kv(kvs, &p, end)))
+                return rc;
+        }
+        else if (f == 5 && wt == WT_VARINT && !(seen & 8)) {
+            seen |= 8;
+            if (!get_varint(&p, end, 10, &skipped))
+                return J_NO;
+        }
+        else if (f == 6 && wt == WT_I32 && !(seen & 16)) {
+            seen |= 16;
+            if (end - p < 4)
+                return J_NO;
+            p += 4;
+        }
+        else
+            return J_NO;
+    }
+    if (more < 0)
+        return J_NO;
+    const char *label[2] = {"{\"trace_id\":\"", "\",\"span_id\":\""};
+    for (int i = 0; i < 2; i++) {
+        if (buf_put(o, label[i], strlen(label[i])) || buf_grow(o, 2 * ids[i].n))
+            return FAIL;
+        for (size_t k = 0; k < ids[i].n; k++) {
+            o->p[o->len++] = hex_digits[ids[i].p[k] >> 4];
+            o->p[o->len++] = hex_digits[ids[i].p[k] & 15];
+        }
+    }
+    *bad |= ids[0].n == 0 || ids[1].n == 0;
+    if (buf_put(o, "\",\"attributes\":", 15))
+        return FAIL;
+    if ((rc = json_object(o, (const Slice *)kvs->p, kvs->len / sizeof(Slice))))
+        return rc;
+    return buf_put(o, "}", 1);
+}
+
+/* A span's events or links (encoded messages) as one JSON list. */
+static int json_list(Buf *o, Buf *kvs, const Buf *items, int links, int *bad)
+{
+    size_t k = items->len / sizeof(Slice);
+    const Slice *m = (const Slice *)items->p;
+    int rc;
+    if (buf_put(o, "[", 1))
+        return FAIL;
+    for (size_t i = 0; i < k; i++) {
+        if (i && buf_put(o, ",", 1))
+            return FAIL;
+        if ((rc = links ? json_link(o, kvs, m[i], bad) : json_event(o, kvs, m[i])))
+            return rc;
+    }
+    return buf_put(o, "]", 1);
+}
+
 /* ---- decoding state ------------------------------------------------------------------------- */
 
 typedef struct {
@@ -309,6 +627,8 @@ typedef struct {
     PyObject *keep, *resources, *groups, *extras, *promoted;
     Buf spans, grps;               /* SpanRef, Group */
     Buf kvs, events, links, attrs; /* per span: Slice, Slice, Slice, Attr */
+    Buf ekvs;  /* an event's or link's attributes: Slice */
+    Buf jtext; /* a span's array attributes as JSON (Attr.ival: where each starts) */
     Buf sortkeys;                  /* SortKey */
     Buf prev;                      /* PrevKey: the previous span's keys */
     size_t nprev;
@@ -317,6 +637,7 @@ typedef struct {
     size_t empty; /* ResourceSpans and ScopeSpans entries without a span so far */
     /* columns */
     StrCol tid, sid, pid, name, kind, status, msg, pstr[N_PROMOTED], keys, values, jkeys;
+    StrCol evs, lns; /* events, links as JSON; null where there are none or Python writes them */
     Buf start, end, cpu, cpu_valid, map_off, json_off, json_valid, problems, checks;
 } Ctx;
 
@@ -328,13 +649,13 @@ static void ctx_free(Ctx *c)
     Py_CLEAR(c->extras);
     Py_CLEAR(c->promoted);
     Buf *bufs[] = {&c->spans, &c->grps, &c->kvs, &c->events, &c->links, &c->attrs, &c->sortkeys,
-                   &c->prev,
+                   &c->prev, &c->ekvs, &c->jtext,
                    &c->start, &c->end, &c->cpu, &c->cpu_valid, &c->map_off,
                    &c->json_off, &c->json_valid, &c->problems, &c->checks};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         buf_free(bufs[i]);
     StrCol *cols[] = {&c->tid,  &c->sid,  &c->pid,    &c->name,  &c->kind,
-                      &c->status, &c->msg, &c->keys, &c->values, &c->jkeys};
+                      &c->status, &c->msg, &c->keys, &c->values, &c->jkeys, &c->evs, &c->lns};
     for (size_t i = 0; i < sizeof cols / sizeof cols[0]; i++)
         sc_free(cols[i]);
     for (int p = 0; p < N_PROMOTED; p++)
@@ -509,6 +830,38 @@ static int slow_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
     return OK;
 }
 
+/* An array value (AnyValue field 5) written as JSON here when json_any can (a->ival: where it
+ * starts in jtext; attributes() points a->val there once the span's attributes are read); a
+ * promoted key or another shape goes to slow_attr. */
+static int array_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint, Slice key, Slice value)
+{
+    a->key = (const char *)key.p;
+    a->klen = key.n;
+    if (!known_key(a, hint)) {
+        if (!utf8_ok(key.p, key.n))
+            return BAIL;
+        a->promoted = promoted_role(c->pkeys, a->key, a->klen);
+    }
+    if (a->promoted < 0) {
+        size_t at = c->jtext.len;
+        int rc = json_any(&c->jtext, value, 1);
+        if (rc == OK) {
+            a->cls = C_JSON;
+            a->is_json = 1;
+            a->val = NULL;
+            a->ival = (int64_t)at;
+            a->vlen = c->jtext.len - at;
+            return OK;
+        }
+        if (rc != J_NO)
+            return rc;
+        c->jtext.len = at;
+    }
+    a->known = 0;
+    a->promoted = -1;
+    return slow_attr(c, kv, a, hint);
+}
+
 /* One encoded KeyValue.  The fast shapes: key first, then a value holding one string, bool, int or
  * double field, each field once; anything else goes to slow_attr. */
 static int parse_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
@@ -530,6 +883,7 @@ static int parse_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
         return slow_attr(c, kv, a, hint);
     if (!get_varint(&p, e, 5, &vlen) || vlen == 0 || vlen != (uint64_t)(e - p))
         return slow_attr(c, kv, a, hint);
+    Slice value = {p, (size_t)vlen};
     uint8_t tag = *p++;
     if (tag == 0x0a) {
         if (!get_varint(&p, e, 5, &inner) || inner != (uint64_t)(e - p))
@@ -563,6 +917,9 @@ static int parse_attr(Ctx *c, Slice kv, Attr *a, const PrevKey *hint)
         int rc = fmt_double(a, a->dval);
         if (rc)
             return rc;
+    }
+    else if (tag == 0x2a) {
+        return array_attr(c, kv, a, hint, (Slice){key, (size_t)klen}, value);
     }
     else {
         return slow_attr(c, kv, a, hint);
@@ -630,11 +987,15 @@ static int attributes(Ctx *c, size_t row)
     Attr *at = (Attr *)c->attrs.p;
     const PrevKey *prev = (const PrevKey *)c->prev.p;
     int same = k == c->nprev, dups = 0;
+    c->jtext.len = 0;
     for (size_t i = 0; i < k; i++) {
         if ((rc = parse_attr(c, kvs[i], &at[i], i < c->nprev ? &prev[i] : NULL)))
             return rc;
         same &= at[i].known;
     }
+    for (size_t i = 0; i < k; i++)
+        if (at[i].cls == C_JSON)
+            at[i].val = c->jtext.p + at[i].ival;
     if (same)
         dups = c->prev_dups; /* the same keys in the same order */
     if (k > 1 && (!same || dups) && (rc = dedupe(&c->sortkeys, at, k, &dups)))
@@ -750,6 +1111,32 @@ static int extras(Ctx *c, size_t row)
     int rc = PyList_Append(c->extras, item);
     Py_DECREF(item);
     return rc < 0 ? FAIL : OK;
+}
+
+/* A span's events and links as JSON, or (a shape json_list leaves aside) both left to Python:
+ * their bytes go to `extras` and both rows are null here. */
+static int events_links(Ctx *c, size_t row)
+{
+    int bad = 0, rc = OK;
+    size_t ev0 = c->evs.data.len, ln0 = c->lns.data.len;
+    if (c->events.len)
+        rc = json_list(&c->evs.data, &c->ekvs, &c->events, 0, &bad);
+    if (rc == OK && c->links.len)
+        rc = json_list(&c->lns.data, &c->ekvs, &c->links, 1, &bad);
+    if (rc == J_NO) {
+        c->evs.data.len = ev0;
+        c->lns.data.len = ln0;
+        if ((rc = extras(c, row)) || (rc = sc_end(&c->evs, 0)) || (rc = sc_end(&c->lns, 0)))
+            return rc;
+        return OK;
+    }
+    if (rc)
+        return rc;
+    if (bad)
+        c->problems.p[row] |= (char)PB_BAD_LINK;
+    if ((rc = sc_end(&c->evs, c->events.len != 0)) || (rc = sc_end(&c->lns, c->links.len != 0)))
+        return rc;
+    return OK;
 }
 
 /* ---- pass 2: one span ----------------------------------------------------------------------- */
@@ -868,9 +1255,7 @@ static int span(Ctx *c, Slice m, size_t row)
     c->checks.p[row] = (char)checks;
     if ((rc = attributes(c, row)))
         return rc;
-    if ((c->events.len || c->links.len) && (rc = extras(c, row)))
-        return rc;
-    return OK;
+    return events_links(c, row);
 }
 
 /* ---- the result ----------------------------------------------------------------------------- */
@@ -881,7 +1266,7 @@ static int setup_columns(Ctx *c)
     StrCol *plain[] = {&c->tid,  &c->sid,    &c->name,  &c->kind,
                        &c->status, &c->keys, &c->values, &c->jkeys};
     StrCol *nullable[] = {&c->pid, &c->msg, &c->pstr[P_KIND], &c->pstr[P_ARGS_HASH],
-                          &c->pstr[P_RESULT_HASH]};
+                          &c->pstr[P_RESULT_HASH], &c->evs, &c->lns};
     for (size_t i = 0; i < sizeof plain / sizeof plain[0]; i++)
         if (sc_init(plain[i], n, 0))
             return FAIL;
@@ -914,6 +1299,8 @@ static PyObject *result(Ctx *c)
         {"keys", &c->keys, NULL},
         {"values", &c->values, NULL},
         {"json_keys", &c->jkeys, NULL},
+        {"events", &c->evs, NULL},
+        {"links", &c->lns, NULL},
         {"span_kind", &c->kind, NULL},
         {"status_code", &c->status, NULL},
         {"start_ns", NULL, &c->start},
