@@ -124,11 +124,12 @@ def test_forty_concurrent_60_mib_grpc_messages_stay_within_the_budget(tmp_path: 
         codes, rss = _measured(col, lambda: _storm(col.grpc or "", [message] * 40, timeout=120))
         print(f"peak RSS {rss / MiB:.0f} MiB; gRPC {codes}")
         # 2.4 GB sent at once to 2 cores: since admission charges bytes received (issue 27),
-        # more of them are admitted and some are still queued when their client's deadline
-        # passes (3-12 of 40 at 120 s, measured; 0 of 40 once at 60 s beside another test worker;
-        # shedding them earlier is open work).  Those were never acknowledged (the exporter
-        # retries); what this test holds is the memory budget and that every answer is a
-        # definite one.
+        # more of them are admitted, and while decoding took 7.6 s a message some were still
+        # queued when their client's deadline passed (3-12 of 40 at 120 s).  With events and
+        # arrays decoded in C (0.6 s a message) the queue fills instead: 6 OK and 34 UNAVAILABLE
+        # in 42-44 s, peak RSS 1,750-1,804 MiB, 3 runs (2026-12-07).  A deadline passing is still
+        # a definite answer (never acknowledged; the exporter retries); what this test holds is
+        # the memory budget and that every answer is a definite one.
         allowed = {"OK", "RESOURCE_EXHAUSTED", "UNAVAILABLE", "DEADLINE_EXCEEDED"}
         assert set(codes) <= allowed, codes  # type: ignore[arg-type]
         assert codes["OK"] >= 1  # type: ignore[index]
