@@ -8,7 +8,7 @@ CORPUS := scripts/verdict_corpus scripts/make_verdict_corpus.py
 
 .PHONY: install demo test test-all test-vllm gpu-check lint bench sample-report clean
 
-$(STAMP): pyproject.toml setup.py instrumentation/pyproject.toml instrumentation/setup.py instrumentation/tracelens_instrumentation/_speedups.c instrumentation/tracelens_instrumentation/_record.c instrumentation/tracelens_instrumentation/_cpusample.c tracelens/ingest/otlp_proto/_native.c tracelens/ingest/_json_native.c tracelens/ingest/_native_common.h tracelens/ingest/_json_builder.h tracelens/ingest/_json_jaeger.h tracelens/ingest/_json_zipkin.h tracelens/ingest/_json_direct.h tracelens/analysis/_walk.c
+$(STAMP): pyproject.toml setup.py instrumentation/pyproject.toml instrumentation/setup.py instrumentation/tracelens_instrumentation/_speedups.c instrumentation/tracelens_instrumentation/_record.c instrumentation/tracelens_instrumentation/_cpusample.c tracelens/ingest/otlp_proto/_native.c tracelens/ingest/_json_native.c tracelens/ingest/_native_common.h tracelens/ingest/_json_builder.h tracelens/ingest/_json_jaeger.h tracelens/ingest/_json_zipkin.h tracelens/ingest/_json_direct.h tracelens/ingest/_json_jaeger_direct.h tracelens/analysis/_walk.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ./instrumentation -e ".[dev]"

@@ -14,7 +14,7 @@ from setuptools import Extension, setup
 _COMMON = "tracelens/ingest/_native_common.h"
 # The JSON importers' builder and the walks _json_native.c includes.
 _JSON_PARTS = [
-    f"tracelens/ingest/_json_{part}.h" for part in ("builder", "jaeger", "zipkin", "direct")
+    f"tracelens/ingest/_json_{part}.h" for part in ("builder", "jaeger", "zipkin", "direct", "jaeger_direct")
 ]
 
 setup(

@@ -443,3 +443,134 @@ def test_jaeger_processes_are_each_traces_own_when_they_repeat() -> None:
         '{"service.name":"a","x":1}',
         '{"service.name":"unknown_service"}',
     ]
+
+
+# -- Jaeger read straight from the bytes ---------------------------------------------------------
+
+
+def _api_line(t: int, **extra: Any) -> bytes:
+    """A Jaeger API response of one trace of four spans in the common shape: typed tags (the
+    consumed ones too), a CHILD_OF reference, a parentSpanID, a 64-bit trace id, upper-case hex,
+    two processes; ``extra`` is merged into its third span."""
+    tid = f"{t + 1:016X}"
+    spans: list[dict[str, Any]] = []
+    for k in range(4):
+        span: dict[str, Any] = {
+            "traceID": tid,
+            "spanID": f"{t * 10 + k + 1:016X}",
+            "operationName": f"op é {k}",
+            "startTime": 1_700_000_000_000_000 + k,
+            "duration": 250 + k,
+            "processID": f"p{k % 2 + 1}",
+            "tags": [
+                {"key": "span.kind", "type": "string", "value": ["server", "client"][k % 2]},
+                {"key": "http.status_code", "type": "int64", "value": 200 + k},
+                {"key": "ratio", "type": "float64", "value": 0.25 + k},
+                {"key": "cache.hit", "type": "bool", "value": k % 2 == 0},
+                {"key": "error", "type": "bool", "value": k == 3},
+                {"key": "otel.scope.name", "value": "lib"},
+                {"key": "tracelens.kind", "type": "string", "value": "io"},
+            ],
+            "logs": [],
+            "warnings": None,
+            "flags": 1,
+        }
+        if k == 1:
+            span["references"] = [
+                {"refType": "CHILD_OF", "traceID": tid, "spanID": f"{t * 10 + 1:016X}"}
+            ]
+        elif k > 1:
+            span["references"] = []
+            span["parentSpanID"] = f"{t * 10 + 2:016x}"
+        if k == 2:
+            span.update(extra)
+        spans.append(span)
+    processes = {
+        "p1": {"serviceName": "front", "tags": [{"key": "host", "type": "string", "value": "h"}]},
+        "p2": {"serviceName": "tools", "tags": []},
+    }
+    doc = {"data": [{"traceID": tid, "spans": spans, "processes": processes, "warnings": None}]}
+    return json.dumps(doc, ensure_ascii=False).encode() + b"\n"
+
+
+def _direct_taken(data: bytes, monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether the direct reader took each line it was offered (with the compiled builder on),
+    after checking that the table equals the Python decoder's."""
+    taken: list[bool] = []
+    direct = jaeger.decode_bytes
+
+    def counting(line: bytes, batch: Any) -> bool:
+        got = direct(line, batch)
+        if _json_fast.USE_NATIVE:
+            taken.append(got)
+        return got
+
+    monkeypatch.setattr(jaeger, "decode_bytes", counting)
+    _same(lambda warnings: read_bytes(data, "api.jsonl", "jaeger", warnings=warnings))
+    return taken
+
+
+def test_the_direct_reader_takes_jaeger_api_responses(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every line after the first (which is parsed to find the format) in the common shape is
+    read straight from its bytes, and the table equals the Python decoder's."""
+    data = b"".join(_api_line(t) for t in range(6))
+    assert _direct_taken(data, monkeypatch) == [True] * 5
+    table = read_bytes(data, "api.jsonl", "jaeger")
+    rows = {r["span_id"]: r for r in table.to_pylist()}
+    third = rows[f"{12 + 1:016x}"]  # trace 1, span 2: values written by hand
+    assert third["trace_id"] == f"{2:032x}" and third["parent_span_id"] == f"{12:016x}"
+    assert third["start_ns"] == 1_700_000_000_000_002_000
+    assert third["end_ns"] - third["start_ns"] == 252_000
+    assert third["service"] == "front" and third["span_kind"] == "server"
+    assert third["scope_name"] == "lib" and third["kind"] == "io"
+    assert rows[f"{14:016x}"]["status_code"] == "error"  # its error tag is true
+
+
+_OTHER_SHAPES: list[tuple[dict[str, Any], list[bool]]] = [
+    # left to the parsed way
+    ({"logs": [{"timestamp": 1, "fields": [{"key": "event", "value": "x"}]}]}, [False, True]),
+    ({"operationName": 'esc\\aped "name"'}, [False, True]),
+    ({"process": {"serviceName": "inline"}}, [False, True]),
+    ({"references": [{"spanID": "01"}, {"spanID": "02"}]}, [False, True]),
+    ({"references": [{"refType": "OTHER", "spanID": "01"}]}, [False, True]),
+    ({"startTime": 1.5}, [False, True]),
+    ({"processID": "p9"}, [False, True]),
+    ({"tags": [{"key": "b", "type": "binary", "value": "AAE="}]}, [False, True]),
+    ({"tags": [{"key": "f", "type": "float64", "value": 3}]}, [False, True]),
+    ({"tags": [{"key": "i", "type": "int64", "value": "12"}]}, [False, True]),
+    # beyond int64: an error either way, and the read stops there
+    ({"tags": [{"key": "i", "type": "int64", "value": 2**63}]}, [False]),
+    ({"tags": [{"key": "s", "type": "string"}]}, [False, True]),
+    ({"tags": [{"key": "s", "type": None, "value": "v"}]}, [False, True]),
+    # taken
+    ({"startTime": "17", "duration": "9"}, [True, True]),
+    ({"tags": [{"key": "dup", "value": "a"}, {"key": "dup", "value": "b"}]}, [True, True]),
+    (
+        {
+            "tags": [
+                {"key": "otel.status_code", "value": "ERROR"},
+                {"key": "otel.status_description", "value": "boom"},
+                {"key": "span.kind", "value": "weird"},
+            ]
+        },
+        [True, True],
+    ),
+    ({"tags": None, "references": None, "logs": None}, [True, True]),
+    ({"references": [{"spanID": ""}]}, [True, True]),
+    (
+        {"parentSpanID": None, "references": [], "traceID": "0000000000000000ABCDEF0123456789"},
+        [True, True],
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("extra", "taken"), _OTHER_SHAPES, ids=[json.dumps(e)[:40] for e, _ in _OTHER_SHAPES]
+)
+def test_jaeger_spans_of_other_shapes_read_the_same(
+    extra: dict[str, Any], taken: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A span of a shape the direct reader leaves aside sends its line the parsed way; either way
+    the table equals the Python decoder's."""
+    data = _api_line(0) + _api_line(1, **extra) + _api_line(2)
+    assert _direct_taken(data, monkeypatch) == taken

@@ -47,7 +47,8 @@ class Slow(Exception):
 class NativeColumns:
     """Span columns built by the C code: ``add`` takes the spans of one OTLP ScopeSpans entry,
     ``add_jaeger`` one Jaeger trace's, ``add_zipkin`` one Zipkin array, ``add_otlp_bytes`` one
-    OTLP document's bytes, never parsed into objects (the C docstrings say more).  The
+    OTLP document's bytes and ``add_jaeger_bytes`` one Jaeger API response's, never parsed into
+    objects (the C docstrings say more).  The
     callbacks are the format's Python decoder's own functions."""
 
     def __init__(
@@ -82,6 +83,9 @@ class NativeColumns:
         self.add_otlp_bytes: Callable[
             [bytes, Callable[[bytes], Any], Callable[[bytes], Any]], list[int] | None
         ] = self._builder.add_otlp_bytes
+        self.add_jaeger_bytes: Callable[
+            [bytes, Callable[[bytes], Any], tuple[str, ...]], list[int] | None
+        ] = self._builder.add_jaeger_bytes
         self.mark: Callable[[], None] = self._builder.mark
         self.rollback: Callable[[], None] = self._builder.rollback
 

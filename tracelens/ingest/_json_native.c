@@ -220,6 +220,7 @@ static int span(Builder *self, PyObject *sp, Py_ssize_t i, void *ctx)
 #include "_json_jaeger.h"
 #include "_json_zipkin.h"
 #include "_json_direct.h"
+#include "_json_jaeger_direct.h"
 
 /* ---- the Python type ------------------------------------------------------------------------ */
 
@@ -423,6 +424,8 @@ static PyMethodDef Builder_methods[] = {
     {"add_zipkin", (PyCFunction)(void (*)(void))Builder_add_zipkin, METH_FASTCALL, add_zipkin_doc},
     {"add_otlp_bytes", (PyCFunction)(void (*)(void))Builder_add_otlp_bytes, METH_FASTCALL,
      add_otlp_bytes_doc},
+    {"add_jaeger_bytes", (PyCFunction)(void (*)(void))Builder_add_jaeger_bytes, METH_FASTCALL,
+     add_jaeger_bytes_doc},
     {"mark", (PyCFunction)Builder_mark, METH_NOARGS, "Remember the current state."},
     {"rollback", (PyCFunction)Builder_rollback, METH_NOARGS, "Return to the last mark()."},
     {"take", (PyCFunction)Builder_take, METH_NOARGS, take_doc},

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tracelens.errors import InputError
-from tracelens.ingest import detect, otlp_json
+from tracelens.ingest import detect, jaeger, otlp_json
 from tracelens.ingest._common import (
     FieldError,
     LongNumberError,
@@ -168,7 +168,12 @@ class _Reader:
         self.batch = SpanBatch(sink=sink)
         self._doc_warnings: list[str] = []
         self._warnings = warnings
-        self._direct = input_format in (None, detect.OTLP_JSON)  # otlp_json.decode_bytes
+        # Readers straight from a document's bytes (``decode_bytes``) for the formats asked for.
+        self._direct = [
+            module.decode_bytes
+            for name, module in ((detect.OTLP_JSON, otlp_json), (detect.JAEGER, jaeger))
+            if input_format in (None, name)
+        ]
 
     def read(self, stream: io.BufferedReader) -> pa.Table:
         if self.input_format in detect.BINARY_FORMATS:
@@ -194,7 +199,7 @@ class _Reader:
             data = first + self._rest(stream, len(first))  # what was blank is left out
             self._parse_cap(data, None)
             self.batch.document(len(data))
-            if not (self._direct and otlp_json.decode_bytes(data, self.batch)):
+            if not self._read_direct(data):
                 self._document(self._parse(data, lineno - 1), line=None)
         else:
             self.batch.document(len(first))
@@ -274,7 +279,7 @@ class _Reader:
             self._parse_cap(line, lineno)
             if self._direct:  # read straight from the bytes where it can be: no parse
                 self.batch.document(len(line))
-                if otlp_json.decode_bytes(line, self.batch):
+                if self._read_direct(line):
                     continue
             try:
                 doc = loads(line)
@@ -293,6 +298,9 @@ class _Reader:
             self.batch.document(len(line))
             self._document(doc, line=lineno)
             del doc  # freed before the next record is parsed: its memory is reused while warm
+
+    def _read_direct(self, data: bytes) -> bool:
+        return any(decode_bytes(data, self.batch) for decode_bytes in self._direct)
 
     def _parse(self, data: bytes, skipped: int = 0) -> Any:
         """``data`` parsed as JSON; ``skipped`` blank lines came before it (for error lines)."""

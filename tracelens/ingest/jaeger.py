@@ -23,6 +23,7 @@ logs, references other than one parent), and decodes any document the builder le
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from tracelens_instrumentation import attributes as A
@@ -40,6 +41,7 @@ from tracelens.ingest._common import (
     as_str,
     item_error,
     list_field,
+    loads,
     located,
     micros_to_ns,
     norm_span_id,
@@ -81,6 +83,54 @@ def decode(doc: Any, batch: SpanBatch, warnings: list[str]) -> None:
     _json_fast.decode(
         batch, _native_columns, lambda native: _document(doc, batch, warnings, native)
     )
+
+
+# A Jaeger API response ({"data": [...]}) read straight from its bytes (_json_jaeger_direct.h).
+_DIRECT: Final = re.compile(rb'[ \t\r\n]*\{[ \t\r\n]*"data"[ \t\r\n]*:')
+
+
+def decode_bytes(data: bytes, batch: SpanBatch) -> bool:
+    """One Jaeger API response given as its bytes, read straight from them into the compiled
+    builder's columns: no parse into Python objects, no walk.  False, with nothing added, where
+    that reader leaves the document to the parsed way (anything but the common shape; invalid
+    JSON too): the caller then parses and decodes it, which alone words errors and warnings.  The
+    result is what parsing and ``decode`` give (the tests compare them)."""
+    if not _json_fast.USE_NATIVE or _DIRECT.match(data, 0, 64) is None:
+        return False
+    native = batch.native(_native_columns)
+    state = batch.state()
+    native.mark()
+    try:
+        repeats = native.add_jaeger_bytes(data, _direct_processes, _CONSUMED)
+    except Exception:  # the parsed way meets the same and words it
+        repeats = None
+    if repeats is None or not all(batch.may_repeat(r) for r in repeats):
+        native.rollback()
+        batch.restore(state)
+        return False
+    batch.tick()
+    return True
+
+
+_DIRECT_CACHE: dict[bytes, tuple[dict[str, tuple[str, str]], int]] = {}
+
+
+def _direct_processes(data: bytes) -> tuple[dict[str, tuple[str, str]], int] | None:
+    """``_shared_processes`` of a trace's ``processes`` given as bytes (cached by them: a
+    download repeats the same few in every trace); None when they are bad (the parsed way words
+    it)."""
+    found = _DIRECT_CACHE.get(data)
+    if found is not None:
+        return found
+    try:
+        found = _shared_processes(loads(data))
+    except Exception:
+        return None
+    if len(data) <= _SHARED_KEY_CHARS:
+        if len(_DIRECT_CACHE) >= _SHARED_CACHE_ENTRIES:
+            _DIRECT_CACHE.clear()
+        _DIRECT_CACHE[data] = found
+    return found
 
 
 def _native_columns() -> _json_fast.NativeColumns:
