@@ -5,8 +5,8 @@ Three ways read the same JSON Lines: straight from the bytes (where the reader t
 parsed by orjson and walked by the compiled builder, and the Python decoder alone (the oracle).
 Hypothesis makes documents in the Collector's key order (resource, then scopeSpans; scope, then
 spans), which the direct reader takes, mixed with what it must leave to the parsed way (keys in
-another order, escapes, text that is not UTF-8, events, links, names for enums, wild values, invalid
-JSON): same table, warnings and error all three ways.  Separate tests check that the direct
+another order, escapes, text that is not UTF-8, odd events, links, names for enums, wild values,
+invalid JSON): same table, warnings and error all three ways.  Separate tests check that the direct
 reader really takes the common shape, and one span's columns against values written by hand.
 """
 
@@ -100,7 +100,24 @@ _PLAIN: dict[str, st.SearchStrategy[Any]] = {
             {}, optional={"code": st.integers(0, 2), "message": st.one_of(_ascii, st.none())}
         ),
     ),
-    "events": st.sampled_from([[], None]),
+    "events": st.one_of(
+        st.sampled_from([[], None]),
+        st.lists(
+            st.fixed_dictionaries(
+                {"timeUnixNano": _time},
+                optional={
+                    "name": _ascii,
+                    "attributes": st.lists(
+                        st.builds(lambda k, v: {"key": k, "value": v}, _plain_key, _plain_value),
+                        max_size=4,
+                    ),
+                    "droppedAttributesCount": st.integers(0, 2),
+                },
+            ),
+            min_size=1,
+            max_size=3,
+        ),
+    ),
     "links": st.sampled_from([[], None]),
     "flags": st.integers(0, 3),
 }
@@ -217,6 +234,49 @@ def _exporter_line(*spans: dict[str, Any]) -> bytes:
         ]
     }
     return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def test_events_are_read_straight_from_the_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception event (the shape SDKs export) is read by the direct reader, and its JSON is
+    the text written here by hand; a repeated key in an event sends the line the parsed way."""
+    taken: list[bool] = []
+    decode_bytes = otlp_json.decode_bytes
+
+    def counting(data: bytes, batch: Any) -> bool:
+        taken.append(decode_bytes(data, batch))
+        return taken[-1]
+
+    def value(v: Any) -> dict[str, Any]:
+        return {"bool": {"boolValue": v}, "int": {"intValue": str(v)}, "float": {"doubleValue": v},
+                "str": {"stringValue": v}}[type(v).__name__]  # fmt: skip
+
+    def event(*attrs: tuple[str, Any]) -> dict[str, Any]:
+        return {
+            "timeUnixNano": "1700000000000000100",
+            "name": "exception",
+            "attributes": [{"key": k, "value": value(v)} for k, v in attrs],
+        }
+
+    monkeypatch.setattr(otlp_json, "decode_bytes", counting)
+    plain = event(("exception.type", "ValueError: bad"), ("n", 3), ("x", 0.5), ("b", True))
+    repeated = event(("k", "a"), ("k", "b"))
+    data = b"\n".join(
+        [
+            _exporter_line(_exporter_span(1)),
+            _exporter_line(_exporter_span(2, events=[plain, {"timeUnixNano": None}])),
+            _exporter_line(_exporter_span(3, events=[repeated])),
+        ]
+    )
+    table = _all_same(data)[1]
+    assert taken[:2] == [True, False]
+    assert table["events"][1].as_py() == (
+        '[{"time_ns":1700000000000000100,"name":"exception","attributes":'
+        '{"exception.type":"ValueError: bad","n":3,"x":0.5,"b":true}},'
+        '{"time_ns":0,"name":"","attributes":{}}]'
+    )
+    assert table["events"][2].as_py() == (
+        '[{"time_ns":1700000000000000100,"name":"exception","attributes":{"k":"b"}}]'
+    )
 
 
 def test_the_direct_reader_takes_the_exporters_lines(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -4,9 +4,10 @@
  * Why: parsing a document into Python dicts and lists, walking them and freeing them cost about
  * twice what storing the spans does; most of an import.  This reads the bytes of the common shape
  * (the Collector's file exporter: resource, then scopeSpans, each scope then its spans; strings
- * without escapes; attribute values of the four plain types) and fills the
- * same columns span() fills from parsed objects, by the same rules.  Anything else (an escape,
- * text that is not UTF-8, a key twice in one object, events, links, an empty scope, a kind or status
+ * without escapes; attribute values of the four plain types; events whose attributes are such
+ * values under distinct keys) and fills the same columns span() fills from parsed objects, by the
+ * same rules.  Anything else (an escape, text that is not UTF-8, a key twice in one object, links,
+ * an empty scope, a kind or status
  * code spelled as a name, a value of another type, invalid JSON) is BAIL: the caller rolls the
  * builder back and the document goes the parsed way, which alone words errors.  The resource
  * and each scope are handed to Python as their bytes (orjson parses those few).
@@ -257,9 +258,11 @@ typedef struct {
     int status_code; /* -1: none given */
     const char *msg;
     size_t mlen;
+    int events; /* its events' JSON is written in the events column's data (not closed yet) */
 } DSpan;
 
-enum { D_TID, D_SID, D_PID, D_NAME, D_KIND, D_START, D_END, D_STATUS, D_ATTRS };
+enum { D_TID, D_SID, D_PID, D_NAME, D_KIND, D_START, D_END, D_STATUS, D_ATTRS, D_EVENTS,
+       D_LINKS };
 
 /* A scalar member: a string, an integer or null (anything else: BAIL). */
 static int d_scalar(Cur *c, DSpan *sp, int f)
@@ -439,6 +442,133 @@ static int d_attributes(Builder *self, Cur *c, DSpan *sp)
     return OK;
 }
 
+/* ---- events ---------------------------------------------------------------------------------- */
+
+/* An event as otlp_json._event makes it, written as json_value writes it: {"time_ns", "name",
+ * "attributes"} with the attributes' typed values (strings here have no escapes, so their text is
+ * their JSON text).  Taken: a time given as an integer, an integer string or null; a name; the
+ * attributes' plain values (d_any_value) under distinct keys (16 at most); anything else BAIL. */
+typedef struct {
+    unsigned seen;
+    int64_t time;
+    const char *name;
+    size_t name_n;
+    Buf *attrs; /* the attributes' JSON text, without its braces */
+} DEvent;
+
+#define EVENT_KEYS_MAX 16
+
+static int d_event_attributes(Builder *self, Cur *c, Buf *out)
+{
+    const char *keys[EVENT_KEYS_MAX];
+    size_t lens[EVENT_KEYS_MAX], k = 0;
+    int rc;
+    if (d_peek(c) == 'n')
+        return d_word(c, "null", 4);
+    if ((rc = d_byte(c, '[')))
+        return rc;
+    if (d_peek(c) == ']') {
+        c->p++;
+        return OK;
+    }
+    for (;;) {
+        Attr a;
+        memset(&a, 0, sizeof a);
+        if (k == EVENT_KEYS_MAX)
+            return BAIL;
+        if ((rc = d_object(self, c, d_attr_member, &a)))
+            return rc;
+        if (a.known != 3)
+            return BAIL;
+        for (size_t j = 0; j < k; j++)
+            if (lens[j] == a.klen && !memcmp(keys[j], a.key, a.klen))
+                return BAIL; /* a repeated key: the parsed way's dict decides */
+        keys[k] = a.key;
+        lens[k++] = a.klen;
+        Text t = attr_text(&a);
+        int str = a.cls == C_STRING;
+        if ((k > 1 && buf_byte(out, ',')) || buf_byte(out, '"') || buf_put(out, a.key, a.klen) ||
+            buf_put(out, "\":", 2) || (str && buf_byte(out, '"')) || buf_put(out, t.p, t.n) ||
+            (str && buf_byte(out, '"')))
+            return FAIL;
+        int next = d_peek(c);
+        c->p++;
+        if (next == ']')
+            return OK;
+        if (next != ',')
+            return BAIL;
+    }
+}
+
+static int d_event_member(Builder *self, Cur *c, const char *k, size_t kn, void *ctx)
+{
+    DEvent *ev = ctx;
+    int rc;
+    if (KEY_IS("timeUnixNano")) {
+        const char *s;
+        size_t n;
+        int integer;
+        if ((rc = d_once(&ev->seen, 0)))
+            return rc;
+        int ch = d_peek(c);
+        if (ch == 'n')
+            return d_word(c, "null", 4); /* 0, as absent */
+        if (ch == '"')
+            rc = d_str(c, &s, &n);
+        else if ((rc = d_num(c, &s, &n, &integer)) == OK && !integer)
+            rc = BAIL;
+        return rc ? rc : parse_i64(s, n, &ev->time);
+    }
+    if (KEY_IS("name")) {
+        if ((rc = d_once(&ev->seen, 1)))
+            return rc;
+        return d_str(c, &ev->name, &ev->name_n);
+    }
+    if (KEY_IS("attributes")) {
+        if ((rc = d_once(&ev->seen, 2)))
+            return rc;
+        return d_event_attributes(self, c, ev->attrs);
+    }
+    return d_skip(c);
+}
+
+/* The span's events as one JSON list into the events column's data (*written: any). */
+static int d_events(Builder *self, Cur *c, int *written)
+{
+    StrCol *col = &self->s[S_EVENTS];
+    int rc;
+    *written = 0;
+    if (d_peek(c) == 'n')
+        return d_word(c, "null", 4);
+    if ((rc = d_byte(c, '[')))
+        return rc;
+    if (d_peek(c) == ']') {
+        c->p++;
+        return OK;
+    }
+    for (;;) {
+        DEvent ev = {0, 0, "", 0, &self->scratch};
+        self->scratch.len = 0;
+        if ((rc = d_object(self, c, d_event_member, &ev)))
+            return rc;
+        char num[24];
+        if (buf_put(&col->data, *written ? ",{\"time_ns\":" : "[{\"time_ns\":", 12) ||
+            buf_put(&col->data, num, fmt_i64(num, ev.time)) ||
+            buf_put(&col->data, ",\"name\":\"", 9) || buf_put(&col->data, ev.name, ev.name_n) ||
+            buf_put(&col->data, "\",\"attributes\":{", 16) ||
+            buf_put(&col->data, self->scratch.p, self->scratch.len) ||
+            buf_put(&col->data, "}}", 2))
+            return FAIL;
+        *written = 1;
+        int next = d_peek(c);
+        c->p++;
+        if (next == ']')
+            return buf_byte(&col->data, ']');
+        if (next != ',')
+            return BAIL;
+    }
+}
+
 static int d_span_member(Builder *self, Cur *c, const char *k, size_t kn, void *ctx)
 {
     DSpan *sp = ctx;
@@ -475,7 +605,14 @@ static int d_span_member(Builder *self, Cur *c, const char *k, size_t kn, void *
             return rc;
         return d_attributes(self, c, sp);
     }
-    else if (KEY_IS("events") || KEY_IS("links")) {
+    else if (KEY_IS("events")) {
+        if ((rc = d_once(&sp->seen, D_EVENTS)))
+            return rc;
+        return d_events(self, c, &sp->events);
+    }
+    else if (KEY_IS("links")) {
+        if ((rc = d_once(&sp->seen, D_LINKS)))
+            return rc;
         if (d_peek(c) == 'n')
             return d_word(c, "null", 4);
         if ((rc = d_byte(c, '[')) || (rc = d_byte(c, ']'))) /* any: the parsed way */
@@ -520,6 +657,7 @@ static int d_span(Builder *self, Cur *c, const DShared *sh)
     sp.status_code = -1;
     sp.msg = NULL;
     sp.mlen = 0;
+    sp.events = 0;
     int rc;
     if ((rc = d_object(self, c, d_span_member, &sp)))
         return rc;
@@ -557,7 +695,7 @@ static int d_span(Builder *self, Cur *c, const DShared *sh)
         return rc;
     if ((rc = emit_attrs(self, sp.at ? sp.at : (Attr *)self->attrs.p, sp.k)))
         return rc;
-    if ((rc = sc_null(&self->s[S_EVENTS])) || (rc = sc_null(&self->s[S_LINKS])))
+    if ((rc = sc_end(&self->s[S_EVENTS], sp.events)) || (rc = sc_null(&self->s[S_LINKS])))
         return rc;
     if ((rc = put_shared(self, sh->service, sh->resource, sh->scope_name, sh->scope_version)))
         return rc;
