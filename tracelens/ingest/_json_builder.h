@@ -173,6 +173,18 @@ static int ready(Builder *self)
     return OK;
 }
 
+/* The names a walk takes from its Python decoder (the tags it consumes, the attributes it adds):
+ * `words`, a tuple of `nwords` str, read again only when another tuple comes. */
+static int take_words(Builder *self, PyObject *words, Py_ssize_t nwords)
+{
+    if (words == self->words_from)
+        return OK;
+    if (text_tuple(words, self->words, nwords, "names"))
+        return FAIL;
+    Py_XSETREF(self->words_from, Py_NewRef(words));
+    return OK;
+}
+
 /* What every add* method checks first: the builder is ready, its arguments are `valid` (else a
  * TypeError saying `usage`), and, when the walk takes `nwords` names from its Python decoder (the
  * tags it consumes, the attributes it adds), the last argument is a tuple of them (read again only
@@ -186,12 +198,8 @@ static int add_begin(Builder *self, PyObject *const *args, Py_ssize_t nargs, int
         PyErr_SetString(PyExc_TypeError, usage);
         return FAIL;
     }
-    PyObject *words = args[nargs - 1];
-    if (nwords > 0 && words != self->words_from) {
-        if (text_tuple(words, self->words, nwords, "names"))
-            return FAIL;
-        Py_XSETREF(self->words_from, Py_NewRef(words));
-    }
+    if (nwords > 0 && take_words(self, args[nargs - 1], nwords))
+        return FAIL;
     return PyList_CheckExact(args[0]) ? OK : BAIL;
 }
 
@@ -470,6 +478,13 @@ static int put_id_of(Buf *out, PyObject *v, size_t hexlen, int pad)
 static int put_id_col(StrCol *c, PyObject *v, size_t hexlen, int pad)
 {
     int rc = put_id_of(&c->data, v, hexlen, pad);
+    return rc ? rc : sc_end(c, 1);
+}
+
+/* put_norm_id of UTF-8 text as a column value. */
+static int put_id_text(StrCol *c, const char *s, size_t n, size_t hexlen, int pad)
+{
+    int rc = put_norm_id(&c->data, s, n, hexlen, pad);
     return rc ? rc : sc_end(c, 1);
 }
 

@@ -149,6 +149,76 @@ static inline int d_word(Cur *c, const char *w, size_t n)
     return OK;
 }
 
+/* After a list's item: OK with *end set at its ']', OK before its next item after a ',', else
+ * BAIL. */
+static inline int d_list_next(Cur *c, int *end)
+{
+    int next = d_peek(c);
+    c->p++;
+    *end = next == ']';
+    return *end || next == ',' ? OK : BAIL;
+}
+
+/* The start of a list that may be null: *items 0 for null or [] (read), 1 with the cursor on its
+ * first item. */
+static int d_list_open(Cur *c, int *items)
+{
+    int rc;
+    *items = 0;
+    if (d_peek(c) == 'n')
+        return d_word(c, "null", 4);
+    if ((rc = d_byte(c, '[')))
+        return rc;
+    if (d_peek(c) == ']') {
+        c->p++;
+        return OK;
+    }
+    *items = 1;
+    return OK;
+}
+
+/* An integer given as a JSON integer or as a string of one (as_int's shapes, parse_i64's
+ * restriction). */
+static int d_int(Cur *c, int64_t *out)
+{
+    const char *s;
+    size_t n;
+    int integer, rc;
+    if (d_peek(c) == '"')
+        rc = d_str(c, &s, &n);
+    else if ((rc = d_num(c, &s, &n, &integer)) == OK && !integer)
+        rc = BAIL;
+    return rc ? rc : parse_i64(s, n, out);
+}
+
+/* A JSON number as the parser's float, finite; an integer literal only when `integers` and it
+ * is held exactly (15 digits at most), else BAIL. */
+static int d_double(Cur *c, int integers, double *out)
+{
+    const char *s;
+    size_t n;
+    int integer, rc;
+    if ((rc = d_num(c, &s, &n, &integer)))
+        return rc;
+    if (integer && (!integers || n > 15))
+        return BAIL;
+    char buf[64];
+    if (n >= sizeof buf)
+        return BAIL;
+    memcpy(buf, s, n);
+    buf[n] = 0;
+    char *end;
+    double d = PyOS_string_to_double(buf, &end, NULL);
+    if (d == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return BAIL;
+    }
+    if (end != buf + n || !isfinite(d))
+        return BAIL;
+    *out = d;
+    return OK;
+}
+
 /* Any value, read and dropped (valid JSON of the shapes above, else BAIL); which containers are
  * open is kept as bits (1: an object), 64 deep at most. */
 static int d_skip(Cur *c)
@@ -319,9 +389,9 @@ static int d_status_member(Builder *self, Cur *c, const char *k, size_t kn, void
 /* {"stringValue" | "intValue" | "doubleValue" | "boolValue": v}: exactly one of them. */
 static int d_any_value(Cur *c, Attr *a)
 {
-    const char *k, *s;
-    size_t kn, n;
-    int rc, integer;
+    const char *k;
+    size_t kn;
+    int rc;
     if ((rc = d_byte(c, '{')) || (rc = d_str(c, &k, &kn)) || (rc = d_byte(c, ':')))
         return rc;
     if (KEY_IS("stringValue")) {
@@ -333,35 +403,13 @@ static int d_any_value(Cur *c, Attr *a)
     }
     else if (KEY_IS("intValue")) {
         int64_t x;
-        if (d_peek(c) == '"') {
-            if ((rc = d_str(c, &s, &n)))
-                return rc;
-        }
-        else if ((rc = d_num(c, &s, &n, &integer)) || !integer)
-            return BAIL;
-        if (parse_i64(s, n, &x))
-            return BAIL;
+        if ((rc = d_int(c, &x)))
+            return rc;
         set_int(a, x);
     }
     else if (KEY_IS("doubleValue")) {
-        if ((rc = d_num(c, &s, &n, &integer)))
-            return rc;
-        if (integer && n > 15) /* beyond what a double holds exactly: the parsed way */
-            return BAIL;
-        char buf[64];
-        if (n >= sizeof buf)
-            return BAIL;
-        memcpy(buf, s, n);
-        buf[n] = 0;
-        char *end;
-        double d = PyOS_string_to_double(buf, &end, NULL);
-        if (d == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return BAIL;
-        }
-        if (end != buf + n || !isfinite(d))
-            return BAIL;
-        if ((rc = set_double(a, d, NULL)))
+        double d;
+        if ((rc = d_double(c, 1, &d)) || (rc = set_double(a, d, NULL)))
             return rc;
     }
     else if (KEY_IS("boolValue")) {
@@ -403,16 +451,10 @@ static int d_attr_member(Builder *self, Cur *c, const char *k, size_t kn, void *
 
 static int d_attributes(Builder *self, Cur *c, DSpan *sp)
 {
-    int rc, ch = d_peek(c);
+    int rc, items;
     sp->k = 0;
-    if (ch == 'n')
-        return d_word(c, "null", 4);
-    if ((rc = d_byte(c, '[')))
+    if ((rc = d_list_open(c, &items)) || !items)
         return rc;
-    if (d_peek(c) == ']') {
-        c->p++;
-        return OK;
-    }
     for (;;) {
         if (sp->k + 1 > self->attrs.cap / sizeof(Attr)) {
             size_t have = sp->k;
@@ -428,12 +470,11 @@ static int d_attributes(Builder *self, Cur *c, DSpan *sp)
             return BAIL;
         a->known = 0;
         sp->k++;
-        int next = d_peek(c);
-        c->p++;
-        if (next == ']')
+        int end;
+        if ((rc = d_list_next(c, &end)))
+            return rc;
+        if (end)
             break;
-        if (next != ',')
-            return BAIL;
     }
     sp->at = (Attr *)self->attrs.p;
     int dups;
@@ -462,15 +503,9 @@ static int d_event_attributes(Builder *self, Cur *c, Buf *out)
 {
     const char *keys[EVENT_KEYS_MAX];
     size_t lens[EVENT_KEYS_MAX], k = 0;
-    int rc;
-    if (d_peek(c) == 'n')
-        return d_word(c, "null", 4);
-    if ((rc = d_byte(c, '[')))
+    int rc, items;
+    if ((rc = d_list_open(c, &items)) || !items)
         return rc;
-    if (d_peek(c) == ']') {
-        c->p++;
-        return OK;
-    }
     for (;;) {
         Attr a;
         memset(&a, 0, sizeof a);
@@ -491,12 +526,11 @@ static int d_event_attributes(Builder *self, Cur *c, Buf *out)
             buf_put(out, "\":", 2) || (str && buf_byte(out, '"')) || buf_put(out, t.p, t.n) ||
             (str && buf_byte(out, '"')))
             return FAIL;
-        int next = d_peek(c);
-        c->p++;
-        if (next == ']')
+        int end;
+        if ((rc = d_list_next(c, &end)))
+            return rc;
+        if (end)
             return OK;
-        if (next != ',')
-            return BAIL;
     }
 }
 
@@ -505,19 +539,11 @@ static int d_event_member(Builder *self, Cur *c, const char *k, size_t kn, void 
     DEvent *ev = ctx;
     int rc;
     if (KEY_IS("timeUnixNano")) {
-        const char *s;
-        size_t n;
-        int integer;
         if ((rc = d_once(&ev->seen, 0)))
             return rc;
-        int ch = d_peek(c);
-        if (ch == 'n')
+        if (d_peek(c) == 'n')
             return d_word(c, "null", 4); /* 0, as absent */
-        if (ch == '"')
-            rc = d_str(c, &s, &n);
-        else if ((rc = d_num(c, &s, &n, &integer)) == OK && !integer)
-            rc = BAIL;
-        return rc ? rc : parse_i64(s, n, &ev->time);
+        return d_int(c, &ev->time);
     }
     if (KEY_IS("name")) {
         if ((rc = d_once(&ev->seen, 1)))
@@ -536,16 +562,10 @@ static int d_event_member(Builder *self, Cur *c, const char *k, size_t kn, void 
 static int d_events(Builder *self, Cur *c, int *written)
 {
     StrCol *col = &self->s[S_EVENTS];
-    int rc;
+    int rc, items;
     *written = 0;
-    if (d_peek(c) == 'n')
-        return d_word(c, "null", 4);
-    if ((rc = d_byte(c, '[')))
+    if ((rc = d_list_open(c, &items)) || !items)
         return rc;
-    if (d_peek(c) == ']') {
-        c->p++;
-        return OK;
-    }
     for (;;) {
         DEvent ev = {0, 0, "", 0, &self->scratch};
         self->scratch.len = 0;
@@ -560,12 +580,11 @@ static int d_events(Builder *self, Cur *c, int *written)
             buf_put(&col->data, "}}", 2))
             return FAIL;
         *written = 1;
-        int next = d_peek(c);
-        c->p++;
-        if (next == ']')
+        int end;
+        if ((rc = d_list_next(c, &end)))
+            return rc;
+        if (end)
             return buf_byte(&col->data, ']');
-        if (next != ',')
-            return BAIL;
     }
 }
 
@@ -631,8 +650,7 @@ static int d_id(StrCol *col, const DSpan *sp, int f, size_t hexlen, size_t b64le
 {
     if (!(sp->seen & (1u << f)) || sp->type[f] != 's' || sp->n[f] == 0 || sp->n[f] == b64len)
         return BAIL;
-    int rc = put_norm_id(&col->data, sp->v[f], sp->n[f], hexlen, 0);
-    return rc ? rc : sc_end(col, 1);
+    return put_id_text(col, sp->v[f], sp->n[f], hexlen, 0);
 }
 
 static int d_time(const DSpan *sp, int f, int64_t *out)
@@ -732,7 +750,7 @@ static int d_callback(Builder *self, Cur *c, PyObject *cb, PyObject **a, PyObjec
     if (res == Py_None)
         return BAIL;
     if (!PyTuple_CheckExact(res) || PyTuple_GET_SIZE(res) != 2) {
-        PyErr_SetString(PyExc_TypeError, "add_otlp_bytes: a callback: expected a pair");
+        PyErr_SetString(PyExc_TypeError, "a direct reader's callback: expected a pair");
         return FAIL;
     }
     *a = PyTuple_GET_ITEM(res, 0);
@@ -766,12 +784,11 @@ static int d_scope_member(Builder *self, Cur *c, const char *k, size_t kn, void 
             if ((rc = d_span(self, c, &doc->sh)))
                 return rc;
             n++;
-            int next = d_peek(c);
-            c->p++;
-            if (next == ']')
+            int end;
+            if ((rc = d_list_next(c, &end)))
+                return rc;
+            if (end)
                 break;
-            if (next != ',')
-                return BAIL;
         }
         Py_ssize_t shared = text_len(doc->sh.service) + text_len(doc->sh.resource) +
                             text_len(doc->sh.scope_name) + text_len(doc->sh.scope_version);
@@ -813,12 +830,11 @@ static int d_resource_member(Builder *self, Cur *c, const char *k, size_t kn, vo
             if (!(doc->seen & (1u << 9))) /* a scope without spans */
                 return BAIL;
             doc->scopes++;
-            int next = d_peek(c);
-            c->p++;
-            if (next == ']')
+            int end;
+            if ((rc = d_list_next(c, &end)))
+                return rc;
+            if (end)
                 return OK;
-            if (next != ',')
-                return BAIL;
         }
     }
     if (KEY_IS("instrumentationLibrarySpans"))
@@ -844,12 +860,11 @@ static int d_document_member(Builder *self, Cur *c, const char *k, size_t kn, vo
             return rc;
         if (!doc->scopes)
             return BAIL;
-        int next = d_peek(c);
-        c->p++;
-        if (next == ']')
+        int end;
+        if ((rc = d_list_next(c, &end)))
+            return rc;
+        if (end)
             return OK;
-        if (next != ',')
-            return BAIL;
     }
 }
 

@@ -121,6 +121,32 @@ def decode(
     document(None)
 
 
+def decode_direct(
+    batch: SpanBatch,
+    make: Callable[[], NativeColumns],
+    add: Callable[[NativeColumns], list[int] | None],
+) -> bool:
+    """A document read straight from its bytes by ``add(builder)`` (``add_otlp_bytes``,
+    ``add_jaeger_bytes``), which answers what each part's shared values repeat (for
+    ``SpanBatch.may_repeat``) or None for the parsed way.  False, with the builder and ``batch``
+    rolled back, where it declines or raises (the parsed way meets the same and words it)."""
+    if not USE_NATIVE:
+        return False
+    native = batch.native(make)
+    state = batch.state()
+    native.mark()
+    try:
+        repeats = add(native)
+    except Exception:
+        repeats = None
+    if repeats is None or not all(batch.may_repeat(r) for r in repeats):
+        native.rollback()
+        batch.restore(state)
+        return False
+    batch.tick()
+    return True
+
+
 def stored(typed: Any) -> tuple[str, bool, Any]:
     """What a slow_value callback answers for a typed attribute value: the map's text, whether it
     is JSON, and the value (as ``SpanColumns`` stores it)."""

@@ -82,9 +82,6 @@ static int jd_tag(Builder *self, Cur *c, Attr *a)
     if (!(t.seen & 1) || !(t.seen & 4))
         return BAIL; /* no key or no value */
     Cur v = t.value;
-    const char *s;
-    size_t n;
-    int integer;
     if (!(t.seen & 2) || TYPE_IS("string")) {
         if ((rc = d_str(&v, &a->val, &a->vlen)))
             return rc;
@@ -104,30 +101,15 @@ static int jd_tag(Builder *self, Cur *c, Attr *a)
         return OK;
     }
     if (TYPE_IS("int64")) {
-        int64_t x;
-        if (d_peek(&v) == '"' || (rc = d_num(&v, &s, &n, &integer)) || !integer ||
-            parse_i64(s, n, &x))
-            return BAIL; /* a string: int_value's, but as_int words what it makes of it */
+        int64_t x; /* a string is int_value's too, but as_int words what it makes of it */
+        if (d_peek(&v) == '"' || (rc = d_int(&v, &x)))
+            return BAIL;
         set_int(a, x);
         return OK;
     }
-    if (TYPE_IS("float64")) {
-        if ((rc = d_num(&v, &s, &n, &integer)) || integer)
-            return BAIL; /* an integer is an int to the parser: the parsed way */
-        char buf[64];
-        if (n >= sizeof buf)
-            return BAIL;
-        memcpy(buf, s, n);
-        buf[n] = 0;
-        char *end;
-        double d = PyOS_string_to_double(buf, &end, NULL);
-        if (d == -1.0 && PyErr_Occurred()) {
-            PyErr_Clear();
-            return BAIL;
-        }
-        if (end != buf + n || !isfinite(d))
-            return BAIL;
-        return set_double(a, d, NULL);
+    if (TYPE_IS("float64")) { /* an integer is an int to the parser: the parsed way */
+        double d;
+        return (rc = d_double(&v, 0, &d)) ? rc : set_double(a, d, NULL);
     }
     return BAIL;
 }
@@ -186,17 +168,9 @@ typedef struct {
 /* startTime / duration: an integer, or an integer string (int_value), in microseconds. */
 static int jd_micros(Cur *c, int64_t *ns)
 {
-    const char *s;
-    size_t n;
-    int integer, rc;
     int64_t us;
-    if (d_peek(c) == '"')
-        rc = d_str(c, &s, &n);
-    else if ((rc = d_num(c, &s, &n, &integer)) == OK && !integer)
-        rc = BAIL;
-    if (rc || (rc = parse_i64(s, n, &us)))
-        return rc;
-    return __builtin_mul_overflow(us, (int64_t)1000, ns) ? BAIL : OK;
+    int rc = d_int(c, &us);
+    return rc ? rc : __builtin_mul_overflow(us, (int64_t)1000, ns) ? BAIL : OK;
 }
 
 static int jd_span_member(Builder *self, Cur *c, const char *k, size_t kn, void *ctx)
@@ -240,16 +214,10 @@ static int jd_span_member(Builder *self, Cur *c, const char *k, size_t kn, void 
     }
     if (KEY_IS("logs") || KEY_IS("references")) {
         int refs = KEY_IS("references");
-        if ((rc = d_once(&sp->seen, refs ? JD_REFS : JD_LOGS)))
+        int items;
+        if ((rc = d_once(&sp->seen, refs ? JD_REFS : JD_LOGS)) ||
+            (rc = d_list_open(c, &items)) || !items)
             return rc;
-        if (d_peek(c) == 'n')
-            return d_word(c, "null", 4);
-        if ((rc = d_byte(c, '[')))
-            return rc;
-        if (d_peek(c) == ']') {
-            c->p++;
-            return OK;
-        }
         if (!refs) /* logs: the parsed way */
             return BAIL;
         if ((rc = d_object(self, c, jd_ref_member, &sp->ref)))
@@ -258,16 +226,9 @@ static int jd_span_member(Builder *self, Cur *c, const char *k, size_t kn, void 
         return d_byte(c, ']'); /* a second reference: the parsed way */
     }
     if (KEY_IS("tags")) {
-        if ((rc = d_once(&sp->seen, JD_TAGS)))
+        int items;
+        if ((rc = d_once(&sp->seen, JD_TAGS)) || (rc = d_list_open(c, &items)) || !items)
             return rc;
-        if (d_peek(c) == 'n')
-            return d_word(c, "null", 4);
-        if ((rc = d_byte(c, '[')))
-            return rc;
-        if (d_peek(c) == ']') {
-            c->p++;
-            return OK;
-        }
         for (;;) {
             if (sp->k + 1 > self->attrs.cap / sizeof(Attr)) {
                 self->attrs.len = sp->k * sizeof(Attr);
@@ -279,12 +240,11 @@ static int jd_span_member(Builder *self, Cur *c, const char *k, size_t kn, void 
             if ((rc = jd_tag(self, c, a)))
                 return rc;
             sp->k++;
-            int next = d_peek(c);
-            c->p++;
-            if (next == ']')
+            int end;
+            if ((rc = d_list_next(c, &end)))
+                return rc;
+            if (end)
                 return OK;
-            if (next != ',')
-                return BAIL;
         }
     }
     if (KEY_IS("process"))
@@ -296,12 +256,10 @@ static int jd_span_member(Builder *self, Cur *c, const char *k, size_t kn, void 
 static int jd_parent(Builder *self, const JDSpan *sp)
 {
     StrCol *col = &self->s[S_PID];
-    int rc;
     if (sp->nrefs == 0) {
         if (!(sp->seen & (1u << JD_PARENT)) || sp->parent_null || sp->parent_n == 0)
             return sc_null(col);
-        rc = put_norm_id(&col->data, sp->parent, sp->parent_n, 16, 0);
-        return rc ? rc : sc_end(col, 1);
+        return put_id_text(col, sp->parent, sp->parent_n, 16, 0);
     }
     const JDRef *r = &sp->ref;
     int type_ok = !(r->seen & 1) || ascii_ieq(r->type, r->tn, "CHILD_OF", 8) ||
@@ -310,8 +268,7 @@ static int jd_parent(Builder *self, const JDSpan *sp)
         return BAIL; /* jaeger_parent hands these to Python */
     if (r->sn == 0)
         return sc_null(col);
-    rc = put_norm_id(&col->data, r->sid, r->sn, 16, 0);
-    return rc ? rc : sc_end(col, 1);
+    return put_id_text(col, r->sid, r->sn, 16, 0);
 }
 
 static int jd_span(Builder *self, Cur *c, JDoc *doc)
@@ -337,9 +294,8 @@ static int jd_span(Builder *self, Cur *c, JDoc *doc)
     size_t tid_n = sp.seen & (1u << JD_TID) ? sp.tid_n : doc->tid_n;
     if (tid == NULL)
         return BAIL;
-    StrCol *t = &self->s[S_TID], *s = &self->s[S_SID];
-    if ((rc = put_norm_id(&t->data, tid, tid_n, 32, 1)) || (rc = sc_end(t, 1)) ||
-        (rc = put_norm_id(&s->data, sp.sid, sp.sid_n, 16, 0)) || (rc = sc_end(s, 1)) ||
+    if ((rc = put_id_text(&self->s[S_TID], tid, tid_n, 32, 1)) ||
+        (rc = put_id_text(&self->s[S_SID], sp.sid, sp.sid_n, 16, 0)) ||
         (rc = sc_add(&self->s[S_NAME], sp.name ? sp.name : "", sp.name_n)))
         return rc;
     if ((rc = jd_parent(self, &sp)) || (rc = sc_null(&self->s[S_EVENTS])) ||
@@ -360,33 +316,17 @@ static int jd_span(Builder *self, Cur *c, JDoc *doc)
 /* The trace's processes: cb(bytes) -> (dict pid -> (service, resource JSON), most) or None. */
 static int jd_processes(Builder *self, Cur *c, JDoc *doc)
 {
-    const char *start;
-    int rc;
-    d_ws(c);
-    start = c->p;
-    if (d_peek(c) != '{')
-        return BAIL;
-    if ((rc = d_skip(c)))
+    PyObject *procs, *most;
+    int rc = d_callback(self, c, doc->processes_cb, &procs, &most);
+    if (rc)
         return rc;
-    PyObject *text = PyBytes_FromStringAndSize(start, c->p - start);
-    if (text == NULL)
-        return FAIL;
-    PyObject *res = keep_call(doc->processes_cb, text, self->keep);
-    Py_DECREF(text);
-    if (res == NULL)
-        return FAIL;
-    if (res == Py_None)
-        return BAIL;
-    PyObject *procs;
-    if (!PyTuple_CheckExact(res) || PyTuple_GET_SIZE(res) != 2 ||
-        !PyDict_CheckExact(procs = PyTuple_GET_ITEM(res, 0)) ||
-        !PyLong_CheckExact(PyTuple_GET_ITEM(res, 1))) {
+    if (!PyDict_CheckExact(procs) || !PyLong_CheckExact(most)) {
         PyErr_SetString(PyExc_TypeError, "add_jaeger_bytes: processes: expected (dict, int)");
         return FAIL;
     }
     if (PyDict_GET_SIZE(procs) > J_MAX_PROCESSES)
         return BAIL;
-    doc->most = PyLong_AsSsize_t(PyTuple_GET_ITEM(res, 1));
+    doc->most = PyLong_AsSsize_t(most);
     if (doc->most == -1 && PyErr_Occurred())
         return FAIL;
     Py_ssize_t pos = 0;
@@ -454,12 +394,11 @@ static int jd_trace(Builder *self, Cur *c, JDoc *doc)
             if ((rc = jd_span(self, &sc, doc)))
                 return rc;
             n++;
-            int next = d_peek(&sc);
-            sc.p++;
-            if (next == ']')
+            int end;
+            if ((rc = d_list_next(&sc, &end)))
+                return rc;
+            if (end)
                 break;
-            if (next != ',')
-                return BAIL;
         }
     if ((rc = release_kept(self)))
         return rc;
@@ -486,12 +425,11 @@ static int jd_document_member(Builder *self, Cur *c, const char *k, size_t kn, v
     for (;;) {
         if ((rc = jd_trace(self, c, doc)))
             return rc;
-        int next = d_peek(c);
-        c->p++;
-        if (next == ']')
+        int end;
+        if ((rc = d_list_next(c, &end)))
+            return rc;
+        if (end)
             return OK;
-        if (next != ',')
-            return BAIL;
     }
 }
 
@@ -514,11 +452,8 @@ static PyObject *Builder_add_jaeger_bytes(Builder *self, PyObject *const *args, 
         PyErr_SetString(PyExc_TypeError, "add_jaeger_bytes() takes (bytes, callable, tuple)");
         return NULL;
     }
-    if (args[2] != self->words_from) {
-        if (text_tuple(args[2], self->words, N_CONSUMED, "names"))
-            return NULL;
-        Py_XSETREF(self->words_from, Py_NewRef(args[2]));
-    }
+    if (take_words(self, args[2], N_CONSUMED))
+        return NULL;
     Cur c = {PyBytes_AS_STRING(args[0]), PyBytes_AS_STRING(args[0]) + PyBytes_GET_SIZE(args[0])};
     JDoc *doc = PyMem_Calloc(1, sizeof *doc);
     if (doc == NULL)

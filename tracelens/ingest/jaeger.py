@@ -95,21 +95,11 @@ def decode_bytes(data: bytes, batch: SpanBatch) -> bool:
     that reader leaves the document to the parsed way (anything but the common shape; invalid
     JSON too): the caller then parses and decodes it, which alone words errors and warnings.  The
     result is what parsing and ``decode`` give (the tests compare them)."""
-    if not _json_fast.USE_NATIVE or _DIRECT.match(data, 0, 64) is None:
-        return False
-    native = batch.native(_native_columns)
-    state = batch.state()
-    native.mark()
-    try:
-        repeats = native.add_jaeger_bytes(data, _direct_processes, _CONSUMED)
-    except Exception:  # the parsed way meets the same and words it
-        repeats = None
-    if repeats is None or not all(batch.may_repeat(r) for r in repeats):
-        native.rollback()
-        batch.restore(state)
-        return False
-    batch.tick()
-    return True
+    return _DIRECT.match(data, 0, 64) is not None and _json_fast.decode_direct(
+        batch,
+        _native_columns,
+        lambda native: native.add_jaeger_bytes(data, _direct_processes, _CONSUMED),
+    )
 
 
 _DIRECT_CACHE: dict[bytes, tuple[dict[str, tuple[str, str]], int]] = {}

@@ -143,21 +143,11 @@ def decode_bytes(data: bytes, batch: SpanBatch) -> bool:
     False, with nothing added, where that reader leaves the document to the parsed way (anything
     but the common shape; invalid JSON too): the caller then parses and decodes it, which alone
     words errors.  The result is what parsing and ``decode`` give (the tests compare them)."""
-    if not _json_fast.USE_NATIVE or _DIRECT.match(data, 0, 64) is None:
-        return False
-    native = batch.native(_native_columns)
-    state = batch.state()
-    native.mark()
-    try:
-        repeats = native.add_otlp_bytes(data, _direct_resource, _direct_scope)
-    except Exception:  # the parsed way meets the same and words it
-        repeats = None
-    if repeats is None or not all(batch.may_repeat(r) for r in repeats):
-        native.rollback()
-        batch.restore(state)
-        return False
-    batch.tick()
-    return True
+    return _DIRECT.match(data, 0, 64) is not None and _json_fast.decode_direct(
+        batch,
+        _native_columns,
+        lambda native: native.add_otlp_bytes(data, _direct_resource, _direct_scope),
+    )
 
 
 def _direct_resource(data: bytes) -> tuple[str, str | None] | None:

@@ -294,8 +294,6 @@ static int utf8_ok(const uint8_t *s, size_t n)
 #define J_NO 2
 #define OBJECT_KEYS_MAX 16 /* event/link attributes checked for repeated keys pairwise */
 
-static const char hex_digits[] = "0123456789abcdef";
-
 /* A JSON string of UTF-8 text (already checked): json.dumps's escapes, non-ASCII as it is. */
 static int json_string(Buf *o, const uint8_t *s, size_t n)
 {
@@ -324,8 +322,7 @@ static int json_string(Buf *o, const uint8_t *s, size_t n)
         case '\t': *w++ = 't'; break;
         default:
             memcpy(w, "u00", 3);
-            w[3] = hex_digits[ch >> 4];
-            w[4] = hex_digits[ch & 15];
+            memcpy(w + 3, hex_pairs + 2 * ch, 2);
             w += 5;
         }
     }
@@ -568,10 +565,8 @@ static int json_link(Buf *o, Buf *kvs, Slice m, int *bad)
     for (int i = 0; i < 2; i++) {
         if (buf_put(o, label[i], strlen(label[i])) || buf_grow(o, 2 * ids[i].n))
             return FAIL;
-        for (size_t k = 0; k < ids[i].n; k++) {
-            o->p[o->len++] = hex_digits[ids[i].p[k] >> 4];
-            o->p[o->len++] = hex_digits[ids[i].p[k] & 15];
-        }
+        for (size_t k = 0; k < ids[i].n; k++, o->len += 2)
+            memcpy(o->p + o->len, hex_pairs + 2 * ids[i].p[k], 2);
     }
     *bad |= ids[0].n == 0 || ids[1].n == 0;
     if (buf_put(o, "\",\"attributes\":", 15))
