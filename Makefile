@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 # The verdict corpus generator is linted with the rest (the other scripts are not yet).
 CORPUS := scripts/verdict_corpus scripts/make_verdict_corpus.py
 
-.PHONY: install demo test test-all test-vllm gpu-check lint bench sample-report clean
+.PHONY: install demo test test-all test-all-workers test-all-measures test-vllm gpu-check lint bench sample-report clean
 
 $(STAMP): pyproject.toml setup.py instrumentation/pyproject.toml instrumentation/setup.py instrumentation/tracelens_instrumentation/_speedups.c instrumentation/tracelens_instrumentation/_record.c instrumentation/tracelens_instrumentation/_cpusample.c tracelens/ingest/otlp_proto/_native.c tracelens/ingest/_json_native.c tracelens/ingest/_native_common.h tracelens/ingest/_json_builder.h tracelens/ingest/_json_jaeger.h tracelens/ingest/_json_zipkin.h tracelens/ingest/_json_direct.h tracelens/ingest/_json_jaeger_direct.h tracelens/analysis/_walk.c
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -36,9 +36,18 @@ test: $(STAMP)
 	$(PY) -m pytest -q $(XDIST) -m "$(DEFAULT_TIER) and not measures"; a=$$?; \
 	$(PY) -m pytest -q -m "$(DEFAULT_TIER) and measures" --reruns 2; b=$$?; exit $$(( a ? a : b ))
 
+ALL_WORKERS := $(PY) -m pytest -q $(XDIST) -m "not measures" --durations=25
+ALL_MEASURES := $(PY) -m pytest -q -m "measures" --reruns 2
 test-all: $(STAMP)
-	$(PY) -m pytest -q $(XDIST) -m "not measures" --durations=25; a=$$?; \
-	$(PY) -m pytest -q -m "measures" --reruns 2; b=$$?; exit $$(( a ? a : b ))
+	$(ALL_WORKERS); a=$$?; $(ALL_MEASURES); b=$$?; exit $$(( a ? a : b ))
+
+## test-all's two halves, for .ci/run: it waits between them for its background vLLM set-up, so
+## that the measures files run alone, as they do here.
+test-all-workers: $(STAMP)
+	$(ALL_WORKERS)
+
+test-all-measures: $(STAMP)
+	$(ALL_MEASURES)
 
 test-vllm:
 	bash scripts/test-vllm.sh

@@ -5,7 +5,8 @@ exporter) in its own process, in three arms with the same workload: two unchange
 "again"), one with 50 ms added to every answer of the ``fetch_logs`` tool ("slow": the tool
 server's delay function is wrapped, as if the third-party API got slower).  The truth is the
 injected delay: the p50 latency must rise by about 50 ms, the diff must put at least 80% of
-that rise on ``fetch_logs`` and fail ``--fail-on "p50>+5%"``; the unchanged pair must pass it.
+the injected 50 ms on ``fetch_logs``, as the largest change, and fail ``--fail-on "p50>+5%"``;
+the unchanged pair must pass it.
 
 The arms run interleaved, in rounds of 10 requests (each round its own seed, the three arms in
 a rotating order), not one after the other: on a shared machine the agent's CPU steps (planning,
@@ -118,10 +119,13 @@ def test_the_delayed_tool_is_named_as_the_cause_and_fails_the_gate(runs: dict[st
     assert p50["metric"] == "p50" and p50["verdict"] == "regression"
     assert 0.7 * DELAY_MS <= p50["delta_ms"] <= 1.5 * DELAY_MS, p50
     att = root["attribution"][0]
-    top = att["operations"][0]
+    top = att["operations"][0]  # the largest change
     assert top["name"] == TOOL and top["kind"] == "io", att["operations"][:3]
-    assert top["delta_ms"] >= 0.8 * p50["delta_ms"], (top, p50, att["operations"][:4])
-    assert top["share"] >= 0.8
+    # The truth is the injected delay, not the p50's change: that also holds the noise of which
+    # traces fell around the median in each run (one CI run: +60 ms at p50, +47 ms on the tool
+    # in the band, so a share of 0.78 of the p50's change was the right answer).
+    assert 0.8 * DELAY_MS <= top["delta_ms"] <= 1.25 * DELAY_MS, (top, p50)
+    assert top["share"] == pytest.approx(top["delta_ms"] / p50["delta_ms"], rel=0.01)
     assert f"from {TOOL} on the critical path" in att["headline"]
     tripped = [r for r in doc["rules"] if r["tripped"]]
     assert [(r["rule"], r["name"]) for r in tripped] == [("p50>+5%", "handle_request")]

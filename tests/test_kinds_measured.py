@@ -12,6 +12,8 @@ from __future__ import annotations
 import asyncio
 import os
 import queue
+import subprocess
+import sys
 import threading
 import time
 import urllib.request
@@ -470,3 +472,66 @@ def test_blocking_call_inside_a_coroutine(spans: InMemorySpanExporter) -> None:
     asyncio.run(blocks_the_loop())
     a = check(spans, "blocks_the_loop", A.WAIT)
     assert a[A.WAIT_NS] >= 80e6
+
+
+# -- an overloaded machine -----------------------------------------------------------------------
+
+
+@trace
+def crunch() -> None:
+    seg = Segments()
+    spin(60)
+    seg.pause()
+    nap()
+    seg.resume()
+    spin(60)
+    seg.done("crunch")
+
+
+@trace
+def doze() -> None:
+    time.sleep(0.05)
+
+
+def _run_delay() -> int:
+    """This thread's time runnable but waiting for a CPU, from the kernel (schedstat)."""
+    with open(f"/proc/self/task/{threading.get_native_id()}/schedstat") as fh:
+        return int(fh.read().split()[1])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/thread-self/schedstat"), reason="Linux schedstat")
+def test_an_overloaded_machine_stretches_what_a_span_does_without_changing_it(
+    spans: InMemorySpanExporter,
+) -> None:
+    """A loop preempted by other processes stays CPU; a sleep they delay stays a wait.
+
+    One busy process more than there are cores takes turns with the loop (a parent computing
+    around a child that sleeps, the shape of test_children_are_not_self_time), so it spends much
+    of its time runnable, waiting for a core.  The truth is the kernel's: the test reads the
+    thread's run delay around the call and checks its own premise (the parent was off the CPU
+    for at least 20 ms of its own time, nine tenths of that runnable).  Preemption is not
+    waiting: wait_ns may hold only the off-CPU time the run delay does not explain, plus a tenth
+    of the off-CPU time (a step's ends fall between the sampler's ticks)."""
+    cores = len(os.sched_getaffinity(0))
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(cores + 1)]
+    try:
+        time.sleep(0.2)  # the hogs are running
+        doze()  # the sampler is awake
+        before = _run_delay()
+        t0 = time.perf_counter_ns()
+        crunch()
+        wall = time.perf_counter_ns() - t0
+        delay = _run_delay() - before
+        doze()
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    a = check(spans, "crunch", A.CPU)
+    child = named(spans, "nap")
+    off = wall - (child.end_time or 0) + (child.start_time or 0) - a[A.CPU_NS]
+    assert off >= 20e6 and delay >= 0.9 * off, (off, delay)  # the premise: preempted
+    assert a.get(A.WAIT_NS, 0) <= max(0, off - delay) + 0.1 * off, (a, off, delay)
+    assert a.get(A.IO_NS, 0) == 0
+    dozes = [s for s in spans.get_finished_spans() if s.name.endswith("doze")]
+    assert [attrs(s)[A.KIND] for s in dozes] == [A.WAIT, A.WAIT]

@@ -26,7 +26,7 @@ pytestmark = [
 
 FIELDS = (
     "thread", "native", "cpu", "in_step", "step_w", "step_c", "step_no", "last_w", "last_c",
-    "open", "cov_w", "cov_c", "mark_w", "mark_c", "io", "wait", "gil", "run", "sw_io",
+    "open", "cov_w", "cov_c", "mark_w", "mark_c", "io", "wait", "plain", "gil", "run", "sw_io",
     "sw_wait", "susp_t", "susp_cov", "susp_kind", "suspended", "samp_w", "samp_c", "samp_step",
     "ended", "measured", "t0",
 )  # fmt: skip
@@ -50,7 +50,7 @@ ops = st.one_of(
     st.tuples(st.just("child_close"), ns, st.sampled_from([THREAD, 7]), st.one_of(st.none(), ns)),
     st.tuples(st.just("suspend"), ns, kinds),
     st.tuples(st.just("resume"), ns),
-    st.tuples(st.just("evidence"), st.sampled_from(["io", "wait", "cpu", "run"]), ns),
+    st.tuples(st.just("evidence"), st.sampled_from(["io", "wait", "plain", "cpu", "run"]), ns),
     st.tuples(st.just("covered_at"), ns),
     st.tuples(st.just("cpu_now"), st.sampled_from([THREAD, 7]), ns),
 )

@@ -25,7 +25,7 @@ typedef struct {
     PyObject *thread; /* the ident passed to step_begin (NULL: 0) */
     unsigned long long thread_v;
     long long native, cpu, step_w, step_c, step_no, last_w, last_c, open, cov_w, cov_c,
-        mark_w, mark_c, io, wait, gil, run, sw_io, sw_wait, susp_t, susp_cov, samp_w, samp_c,
+        mark_w, mark_c, io, wait, plain, gil, run, sw_io, sw_wait, susp_t, susp_cov, samp_w, samp_c,
         samp_step, t0;
     char in_step, suspended, ended, measured;
     PyObject *susp_kind;
@@ -33,7 +33,7 @@ typedef struct {
 } Record;
 
 /* Set by install(): measure.stacks, measure._parked, measure._wake and the kind strings. */
-static PyObject *stacks, *parked, *wake, *s_cpu, *s_io, *s_wait;
+static PyObject *stacks, *parked, *wake, *s_cpu, *s_io, *s_wait, *s_plain;
 
 /* The latest real CPU clock reading of any thread (measure._recent). */
 static struct {
@@ -360,6 +360,10 @@ static PyObject *rec_evidence(Record *self, PyObject *const *args, Py_ssize_t na
         if (hit < 0) return NULL;
         self->wait += amount;
     }
+    else if ((hit = is_kind(kind, s_plain)) != 0) {
+        if (hit < 0) return NULL;
+        self->plain += amount;
+    }
     else if ((hit = is_kind(kind, s_cpu)) != 0) {
         if (hit < 0) return NULL;
         self->gil += amount;
@@ -372,18 +376,22 @@ static PyObject *rec_evidence(Record *self, PyObject *const *args, Py_ssize_t na
 
 /* measure._split_in_step */
 static void split_in_step(long long off, long long on_cpu, long long io, long long wait,
-                          long long gil, long long run, long long out[3])
+                          long long plain, long long gil, long long run, long long out[3])
 {
-    long long seen = io + wait + gil;
+    long long seen = io + wait + plain;
     if (seen <= 0 || off <= 0) {
         out[0] = out[1] = 0;
         out[2] = off > 0 ? off : 0;
         return;
     }
-    long long preempted = floordiv((__int128)off * (run < seen ? run : seen), seen);
+    if (run > seen) run = seen;
+    long long kept = seen - run;
+    long long plain_kept = floordiv((__int128)plain * kept, seen);
+    long long gil_kept = plain_kept < gil ? plain_kept : gil;
+    long long preempted = floordiv((__int128)off * run, seen);
     long long rest = off - preempted;
     long long rest_io = floordiv((__int128)rest * io, seen);
-    long long rest_cpu = floordiv((__int128)rest * gil, seen);
+    long long rest_cpu = kept > 0 ? floordiv((__int128)rest * gil_kept, kept) : 0;
     long long rest_wait = rest - rest_io - rest_cpu;
     long long weight = on_cpu + rest_cpu + rest_io + rest_wait;
     if (weight <= 0) {
@@ -444,7 +452,7 @@ static PyObject *rec_finish(Record *self, PyObject *arg)
     else if (self_cpu > self_wall)
         self_cpu = self_wall;
     long long off = self_wall - self_cpu;
-    if (!(self->sw_io || self->sw_wait || self->io || self->wait || self->gil))
+    if (!(self->sw_io || self->sw_wait || self->io || self->wait || self->plain))
         return result(self_cpu >= off ? s_cpu : s_wait, self->cpu, 0, off);
     long long suspended = self->sw_io + self->sw_wait, sus_io, sus_wait;
     if (suspended > off) {
@@ -456,8 +464,8 @@ static PyObject *rec_finish(Record *self, PyObject *arg)
         sus_wait = self->sw_wait;
     }
     long long in[3];
-    split_in_step(off - sus_io - sus_wait, self_cpu, self->io, self->wait, self->gil, self->run,
-                  in);
+    split_in_step(off - sus_io - sus_wait, self_cpu, self->io, self->wait, self->plain,
+                  self->gil, self->run, in);
     long long io = sus_io + in[1], wait = sus_wait + in[2], cpu_side = self_cpu + in[0];
     PyObject *kind;
     if (cpu_side >= io && cpu_side >= wait)
@@ -516,7 +524,7 @@ static PyGetSetDef getset[] = {
 #define FLAG(name) {#name, T_BOOL, offsetof(Record, name), 0, NULL}
 static PyMemberDef members[] = {
     LL(native), LL(cpu), LL(step_w), LL(step_c), LL(step_no), LL(last_w), LL(last_c), LL(open),
-    LL(cov_w), LL(cov_c), LL(mark_w), LL(mark_c), LL(io), LL(wait), LL(gil), LL(run),
+    LL(cov_w), LL(cov_c), LL(mark_w), LL(mark_c), LL(io), LL(wait), LL(plain), LL(gil), LL(run),
     LL(sw_io), LL(sw_wait), LL(susp_t), LL(susp_cov), LL(samp_w), LL(samp_c), LL(samp_step),
     LL(t0), FLAG(in_step), FLAG(suspended), FLAG(ended), FLAG(measured),
     {"susp_kind", T_OBJECT, offsetof(Record, susp_kind), 0, NULL},
@@ -555,9 +563,9 @@ static PyTypeObject RecordType = {
 
 static PyObject *mod_install(PyObject *self, PyObject *args)
 {
-    PyObject *st, *pk, *wk, *c, *io, *w;
-    if (!PyArg_ParseTuple(args, "O!O!O!UUU:install", &PyDict_Type, &st, &PyList_Type, &pk,
-                          &PyList_Type, &wk, &c, &io, &w))
+    PyObject *st, *pk, *wk, *c, *io, *w, *pl;
+    if (!PyArg_ParseTuple(args, "O!O!O!UUUU:install", &PyDict_Type, &st, &PyList_Type, &pk,
+                          &PyList_Type, &wk, &c, &io, &w, &pl))
         return NULL;
     if (PyList_GET_SIZE(pk) != 1 || PyList_GET_SIZE(wk) != 1) {
         PyErr_SetString(PyExc_ValueError, "parked and wake are one-item lists");
@@ -575,6 +583,8 @@ static PyObject *mod_install(PyObject *self, PyObject *args)
     Py_XSETREF(s_io, io);
     Py_INCREF(w);
     Py_XSETREF(s_wait, w);
+    Py_INCREF(pl);
+    Py_XSETREF(s_plain, pl);
     Py_RETURN_NONE;
 }
 
@@ -582,7 +592,7 @@ static PyObject *mod_perf(PyObject *self, PyObject *unused) { return PyLong_From
 
 static PyMethodDef methods[] = {
     {"install", mod_install, METH_VARARGS,
-     "install(stacks, parked, wake, cpu, io, wait): measure's shared state and kind names"},
+     "install(stacks, parked, wake, cpu, io, wait, plain): measure's shared state and kind names"},
     {"perf", mod_perf, METH_NOARGS, "the clock step_begin/step_end read (time.perf_counter_ns)"},
     {NULL, NULL, 0, NULL},
 };

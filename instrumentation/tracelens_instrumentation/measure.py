@@ -14,9 +14,11 @@ covered CPU time counts this span's own CPU only while a child is open.  Then
 * ``self_off = self_wall - self_cpu``: the time suspended (a coroutine awaiting, a generator
   between items) is known exactly and judged by what was awaited (``classify.awaiting``;
   generator gaps wait for the consumer); the rest happened inside steps, where the stack
-  sampler saw the thread blocked on io, waiting, or off-CPU in plain Python code (the GIL:
-  CPU side), and the kernel's run delay says how much was preemption, which is shared out in
-  proportion to what the steps were doing.  Steps too short to be sampled: wait.
+  sampler saw the thread blocked on io, waiting, or off-CPU in plain Python code, and the
+  kernel's run delay says how much was preemption, which is shared out in proportion to what
+  the steps were doing.  Off-CPU time in plain Python code that preemption does not explain
+  waited for the GIL (CPU side) as far as the process's other threads ran meanwhile; the rest
+  blocked in a call nobody names (wait).  Steps too short to be sampled: wait.
 
 What is written: ``tracelens.cpu_ns`` = ``cpu`` (children running inline on the same thread
 included, per attributes.md); ``tracelens.io_ns`` and ``tracelens.wait_ns``, the self off-CPU
@@ -44,6 +46,7 @@ ident = threading.get_ident
 # Live records by span id, so children (ours or other instrumentations') find their parent.
 records: dict[int, Record] = {}
 RUN: Final = "run"
+PLAIN: Final = "plain"  # evidence: off-CPU in plain Python code (preempted, the GIL, or unnamed)
 _CPU: Final = A.CPU
 _WAIT: Final = A.WAIT  # evidence: kernel run delay (preempted, waiting for a CPU)
 # Records currently executing a step, per thread, innermost last: what the sampler inspects.
@@ -91,7 +94,9 @@ class Record:
     last_w = last_c = 0
     open = 0
     cov_w = cov_c = mark_w = mark_c = 0
-    io = wait = gil = run = 0  # off-CPU seen by the sampler while running a step
+    # Off-CPU time the sampler saw while a step ran: blocked on io, waiting, in plain Python
+    # code (``plain``), of which at most ``gil`` can have been the GIL; kernel run delay.
+    io = wait = plain = gil = run = 0
     sw_io = sw_wait = 0  # suspended (coroutines, generators): measured exactly
     susp_t = susp_cov = 0
     susp_kind: str | None = None
@@ -216,12 +221,15 @@ class Record:
                 self.sw_wait += own
 
     def evidence(self, kind: str, amount: int) -> None:
-        """Off-CPU time seen by samples: blocked on io, waiting, or on the CPU side (``cpu``:
-        off-CPU in plain Python code, i.e. waiting for the GIL); ``RUN``: kernel run delay."""
+        """Off-CPU time seen by samples: blocked on io, waiting, or ``PLAIN`` (in plain Python
+        code); ``cpu``: the most of the plain part that can have been the GIL (the other
+        threads' running time over the same intervals); ``RUN``: kernel run delay."""
         if kind == A.IO:
             self.io += amount
         elif kind == A.WAIT:
             self.wait += amount
+        elif kind == PLAIN:
+            self.plain += amount
         elif kind == A.CPU:
             self.gil += amount
         else:
@@ -245,12 +253,12 @@ class Record:
         elif self_cpu > self_wall:
             self_cpu = self_wall
         off = self_wall - self_cpu
-        if not (self.sw_io or self.sw_wait or self.io or self.wait or self.gil):
+        if not (self.sw_io or self.sw_wait or self.io or self.wait or self.plain):
             # Nothing suspended or sampled (most short calls): off-CPU time is wait.
             return (_CPU if self_cpu >= off else _WAIT), self.cpu, 0, off
         # Suspended time is known exactly and by kind; the rest of the off-CPU time happened
-        # inside steps, where samples saw it blocked on io, waiting, or off-CPU in plain Python
-        # (the GIL), and the kernel's run delay tells how much of it was preemption.
+        # inside steps, where samples saw it blocked on io, waiting, or off-CPU in plain Python,
+        # and the kernel's run delay tells how much of it was preemption.
         suspended = self.sw_io + self.sw_wait
         if suspended > off:  # clock granularity: scale the suspensions into what there is
             sus_io = off * self.sw_io // suspended
@@ -259,7 +267,7 @@ class Record:
             sus_io, sus_wait = self.sw_io, self.sw_wait
         in_step = off - sus_io - sus_wait
         in_cpu, in_io, in_wait = _split_in_step(
-            in_step, self_cpu, self.io, self.wait, self.gil, self.run
+            in_step, self_cpu, self.io, self.wait, self.plain, self.gil, self.run
         )
         io = sus_io + in_io
         wait = sus_wait + in_wait
@@ -270,24 +278,33 @@ class Record:
 
 
 def _split_in_step(
-    off: int, on_cpu: int, io: int, wait: int, gil: int, run: int
+    off: int, on_cpu: int, io: int, wait: int, plain: int, gil: int, run: int
 ) -> tuple[int, int, int]:
     """Off-CPU time inside steps as (cpu side, io, wait), from sampled evidence.
 
-    Samples classified the off-CPU time they saw by stack (``io``, ``wait``, ``gil``: plain
-    Python code, waiting for the GIL); ``run`` is the kernel's run delay over those intervals,
-    the part that was preemption.  Preemption stretches whatever the thread was doing, so it
-    is shared out in proportion to the activities of the steps (on-CPU and GIL count as CPU):
-    a sleep delayed by an overloaded machine stays a wait, a preempted loop stays CPU.
-    Without samples (steps shorter than a tick), off-CPU time counts as wait.
+    Samples classified the off-CPU time they saw by stack: ``io``, ``wait``, and ``plain``
+    (plain Python code: preempted, waiting for the GIL, or blocked in a call nobody names);
+    ``run`` is the kernel's run delay over those intervals, the part that was preemption, and
+    ``gil`` the other Python threads' running time over the plain ones, the most of them that
+    can have been the GIL.  Preemption stretches whatever the thread was doing, so it is shared
+    out in proportion to the activities of the steps (on-CPU and the GIL count as CPU): a sleep
+    delayed by an overloaded machine stays a wait, a preempted loop stays CPU.  So it is taken
+    out of each kind of evidence alike first; only then is the plain part that is left the GIL,
+    up to ``gil``, and the rest a wait (a preempted loop is not read as blocked).  Without
+    samples (steps shorter than a tick), off-CPU time counts as wait.
     """
-    seen = io + wait + gil
+    seen = io + wait + plain
     if seen <= 0 or off <= 0:
         return 0, 0, max(0, off)
-    preempted = off * min(run, seen) // seen
+    if run > seen:
+        run = seen
+    kept = seen - run  # sampled off-CPU time that was not preemption
+    plain_kept = plain * kept // seen
+    gil_kept = plain_kept if plain_kept < gil else gil
+    preempted = off * run // seen
     rest = off - preempted
     rest_io = rest * io // seen
-    rest_cpu = rest * gil // seen
+    rest_cpu = rest * gil_kept // kept if kept > 0 else 0
     rest_wait = rest - rest_io - rest_cpu
     weight = on_cpu + rest_cpu + rest_io + rest_wait
     if weight <= 0:
@@ -356,7 +373,7 @@ def _load_native() -> Any:
     module: Any = _native.load("tracelens_instrumentation._record")  # built on Linux only
     if module is None:
         return None
-    module.install(stacks, _parked, _wake, A.CPU, A.IO, A.WAIT)
+    module.install(stacks, _parked, _wake, A.CPU, A.IO, A.WAIT, PLAIN)
     return module
 
 

@@ -49,7 +49,8 @@ _thread: threading.Thread | None = None
 _boundaries: set[types.CodeType] = set()
 _frozen: list[frozenset[types.CodeType]] = [frozenset()]
 _installed: list[bool] = [False]
-_last_delay: dict[int, int] = {}  # kernel thread id -> its run delay at the previous tick
+# kernel thread id -> (tick time, its run delay then), from the latest tick that sampled it
+_last_delay: dict[int, tuple[int, int]] = {}
 
 
 def add_boundary(code: types.CodeType) -> None:
@@ -258,11 +259,14 @@ def _sample(
         prev_w, prev_c = rec.step_w, rec.step_c
     rec.samp_step, rec.samp_w, rec.samp_c = rec.step_no, now, cpu
     delay = run_delay(rec.native)
-    prev_delay = _last_delay.get(rec.native)
+    last = _last_delay.get(rec.native)
+    # the run delay over exactly this interval: only from a reading taken at its start (a
+    # thread's step that began after that tick, or one not sampled then, has none)
+    prev_delay = last[1] if last is not None and last[0] == prev_w else None
     if delay is not None:
         if len(_last_delay) > 4096:
             _last_delay.clear()
-        _last_delay[rec.native] = delay
+        _last_delay[rec.native] = (now, delay)
     if rec.open or frame is None:
         return
     used = cpu - prev_c
@@ -292,14 +296,16 @@ def _sample(
     if off >= MIN_OFF_NS:
         kind = classify.blocked_in(frame, stops)
         if kind == A.CPU:
-            # off-CPU in plain Python code: the GIL, as far as other Python threads ran in
-            # the window; the rest blocked in a call we cannot name (native code that
-            # released the GIL and waits): wait
+            if delay is not None and prev_delay is None:
+                return  # no run delay over this interval to tell preemption from blocking
+            # off-CPU in plain Python code: preempted (the run delay), waiting for the GIL
+            # (at most as long as other Python threads ran in the window), or blocked in a
+            # call we cannot name (native code that released the GIL and waits); which is
+            # decided at the span's end, once the run delay is summed (measure._split_in_step)
+            rec.evidence(measure.PLAIN, off)
             gil = off if others is None else min(off, others.used(rec.native))
             if gil > 0:
                 rec.evidence(A.CPU, gil)
-            if off - gil > 0:
-                rec.evidence(A.WAIT, off - gil)
         else:
             rec.evidence(kind, off)
 
