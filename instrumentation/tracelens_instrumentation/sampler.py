@@ -49,8 +49,7 @@ _thread: threading.Thread | None = None
 _boundaries: set[types.CodeType] = set()
 _frozen: list[frozenset[types.CodeType]] = [frozenset()]
 _installed: list[bool] = [False]
-# kernel thread id -> (tick time, its run delay then), from the latest tick that sampled it
-_last_delay: dict[int, tuple[int, int]] = {}
+_last_delay: dict[int, int] = {}  # kernel thread id -> its run delay at the latest tick
 
 
 def add_boundary(code: types.CodeType) -> None:
@@ -259,14 +258,16 @@ def _sample(
         prev_w, prev_c = rec.step_w, rec.step_c
     rec.samp_step, rec.samp_w, rec.samp_c = rec.step_no, now, cpu
     delay = run_delay(rec.native)
-    last = _last_delay.get(rec.native)
-    # the run delay over exactly this interval: only from a reading taken at its start (a
-    # thread's step that began after that tick, or one not sampled then, has none)
-    prev_delay = last[1] if last is not None and last[0] == prev_w else None
+    # The run delay over this interval: exact from a reading taken at its start (the previous
+    # tick sampled this thread); else the delay since the latest earlier reading (or since the
+    # thread started), capped below at the interval's length: an upper bound, and a thread
+    # off-CPU in plain Python code is far more often preempted than blocked in a call nobody
+    # names (a cold sampler's first interval would otherwise read a preempted loop as waiting).
+    prev_delay = _last_delay.get(rec.native, 0)
     if delay is not None:
         if len(_last_delay) > 4096:
             _last_delay.clear()
-        _last_delay[rec.native] = (now, delay)
+        _last_delay[rec.native] = delay
     if rec.open or frame is None:
         return
     used = cpu - prev_c
@@ -288,7 +289,7 @@ def _sample(
         # a stack that cannot be read is a sample lost, not the span's problem
         with contextlib.suppress(Exception):
             stacks.record(rec, frame, _weight(rec, used, late), stops)
-    if delay is not None and prev_delay is not None:
+    if delay is not None:
         # The kernel adds a wait for a CPU to the run delay only when the thread runs again,
         # so the delay and the off-CPU time it explains may fall in different intervals:
         # both are summed over the span and compared at its end (measure.Record.finish).
@@ -296,8 +297,6 @@ def _sample(
     if off >= MIN_OFF_NS:
         kind = classify.blocked_in(frame, stops)
         if kind == A.CPU:
-            if delay is not None and prev_delay is None:
-                return  # no run delay over this interval to tell preemption from blocking
             # off-CPU in plain Python code: preempted (the run delay), waiting for the GIL
             # (at most as long as other Python threads ran in the window), or blocked in a
             # call we cannot name (native code that released the GIL and waits); which is
