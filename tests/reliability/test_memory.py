@@ -41,7 +41,12 @@ def _sized(target: int) -> bytes:
 
 def _storm(address: str, messages: list[bytes], timeout: float = 120) -> Counter[str]:
     """Every message at once, each on its own channel (as 40 separate exporters would), each
-    with the client deadline ``timeout``."""
+    with the client deadline ``timeout``: how many got each status code."""
+    return Counter(_storm_each(address, messages, timeout))
+
+
+def _storm_each(address: str, messages: list[bytes], timeout: float = 120) -> list[str]:
+    """``_storm``, with each message's status code, in the messages' order."""
 
     def one(message: bytes) -> str:
         options = [("grpc.max_send_message_length", 128 * MiB)]
@@ -53,7 +58,7 @@ def _storm(address: str, messages: list[bytes], timeout: float = 120) -> Counter
                 return str(err.code().name)
 
     with ThreadPoolExecutor(len(messages)) as pool:
-        return Counter(pool.map(one, messages))
+        return list(pool.map(one, messages))
 
 
 def _measured(col: Collector, load: Callable[[], object]) -> tuple[object, int]:
@@ -89,7 +94,8 @@ def _concurrent_grpc_and_http(tmp_path: Path, *, at_limit_n: int, over_n: int, h
         over = b"\x0a" + b"\x00" * (60 * MiB)
 
         def load() -> object:
-            codes = _storm(col.grpc or "", [at_limit] * at_limit_n + [over] * over_n)
+            each = _storm_each(col.grpc or "", [at_limit] * at_limit_n + [over] * over_n)
+            codes = (Counter(each[:at_limit_n]), Counter(each[at_limit_n:]))
             bodies = [_sized(int(7.5 * MiB))] * http_n
 
             def post(body: bytes) -> int:
@@ -101,11 +107,17 @@ def _concurrent_grpc_and_http(tmp_path: Path, *, at_limit_n: int, over_n: int, h
                 statuses = Counter(pool.map(post, bodies))
             return codes, statuses
 
-        (codes, statuses), rss = _measured(col, load)  # type: ignore[misc]
-        print(f"peak RSS {rss / MiB:.0f} MiB; gRPC {dict(codes)}; HTTP {dict(statuses)}")
-        assert set(codes) <= {"OK", "RESOURCE_EXHAUSTED", "UNAVAILABLE"}, codes
-        assert codes["OK"] >= min(10, at_limit_n)
-        assert codes["RESOURCE_EXHAUSTED"] >= over_n  # at least the 60 MiB messages
+        ((fits, over_limit), statuses), rss = _measured(col, load)  # type: ignore[misc]
+        print(f"peak RSS {rss / MiB:.0f} MiB; gRPC {dict(fits)} and over the limit "
+              f"{dict(over_limit)}; HTTP {dict(statuses)}")  # fmt: skip
+        # stored; busy (retry); or past the concurrent RPC limit (grpc's RESOURCE_EXHAUSTED)
+        assert set(fits) <= {"OK", "UNAVAILABLE", "RESOURCE_EXHAUSTED"}, fits
+        assert fits["OK"] >= min(10, at_limit_n)
+        # A message over the size limit is never stored.  gRPC says RESOURCE_EXHAUSTED when its
+        # length prefix arrives; a client still sending 60 MiB may see the stream reset first
+        # and report UNAVAILABLE (one CI run under load: 6 of 10), a definite refusal too.
+        assert set(over_limit) <= {"RESOURCE_EXHAUSTED", "UNAVAILABLE"}, over_limit
+        assert over_limit["RESOURCE_EXHAUSTED"] >= 1, over_limit
         assert set(statuses) <= {200, 503} and statuses[200] > 0, statuses
         assert rss < budget * MiB, rss / MiB
     finally:
