@@ -2,13 +2,15 @@
 gRPC messages and HTTP bodies (psutil samples the real process every 10 ms).
 
 The default test uses a 1 GiB budget and messages at the 4 MiB gRPC limit plus 60 MiB ones
-(refused from their length prefix); the heavy one is the issue's case, 40 concurrent 60 MiB
+(refused from their length prefix); the messages that fit are retried when the collector says
+it is busy, as OpenTelemetry's exporters do, and must all be stored in the end; the heavy one is the issue's case, 40 concurrent 60 MiB
 messages with the gRPC limit raised to 64 MiB, is in the heavy tier (``-m heavy``, make test-all).
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +19,7 @@ from pathlib import Path
 import grpc
 import httpx
 import pytest
-from google.rpc import status_pb2
+from google.rpc import error_details_pb2, status_pb2
 from hostile_support import JSON, PROTO, MiB, PeakRss, no_tracebacks, valid_body
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from test_collector_support import Collector, start_collector
@@ -45,20 +47,41 @@ def _storm(address: str, messages: list[bytes], timeout: float = 120) -> Counter
     return Counter(_storm_each(address, messages, timeout))
 
 
-def _storm_each(address: str, messages: list[bytes], timeout: float = 120) -> list[str]:
-    """``_storm``, with each message's status code, in the messages' order."""
+def _storm_each(
+    address: str, messages: list[bytes], timeout: float = 120, retries: list[int] | None = None
+) -> list[str]:
+    """``_storm``, with each message's final status code, in the messages' order.  With
+    ``retries`` (one count a message), a message refused UNAVAILABLE is sent again after the
+    delay the refusal's RetryInfo names (else 1 s, OpenTelemetry's first backoff), up to that
+    many times, as OpenTelemetry's exporters do."""
 
-    def one(message: bytes) -> str:
+    def one(message: bytes, retries: int) -> str:
         options = [("grpc.max_send_message_length", 128 * MiB)]
-        with grpc.insecure_channel(address, options=options) as channel:
-            try:
-                channel.unary_unary(EXPORT)(message, timeout=timeout)
-                return "OK"
-            except grpc.RpcError as err:
-                return str(err.code().name)
+        for attempt in range(retries + 1):
+            with grpc.insecure_channel(address, options=options) as channel:
+                try:
+                    channel.unary_unary(EXPORT)(message, timeout=timeout)
+                    return "OK"
+                except grpc.RpcError as err:
+                    code = err.code()
+                    if code is not grpc.StatusCode.UNAVAILABLE or attempt == retries:
+                        return str(code.name)
+                    delay = _retry_delay(err)
+            time.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     with ThreadPoolExecutor(len(messages)) as pool:
-        return list(pool.map(one, messages))
+        return list(pool.map(one, messages, retries or [0] * len(messages)))
+
+
+def _retry_delay(err: grpc.RpcError) -> float:
+    """The delay a refusal's RetryInfo names (the collector's busy answers carry one); 1 s
+    where there is none (a stream the HTTP/2 layer refused)."""
+    for key, value in err.trailing_metadata() or ():  # type: ignore[attr-defined]
+        if key == "google.rpc.retryinfo-bin":
+            info = error_details_pb2.RetryInfo.FromString(value)
+            return float(info.retry_delay.seconds + info.retry_delay.nanos / 1e9)
+    return 1.0
 
 
 def _measured(col: Collector, load: Callable[[], object]) -> tuple[object, int]:
@@ -94,7 +117,12 @@ def _concurrent_grpc_and_http(tmp_path: Path, *, at_limit_n: int, over_n: int, h
         over = b"\x0a" + b"\x00" * (60 * MiB)
 
         def load() -> object:
-            each = _storm_each(col.grpc or "", [at_limit] * at_limit_n + [over] * over_n)
+            # the exporters of messages that fit retry a busy answer as told, 5 times at most
+            each = _storm_each(
+                col.grpc or "",
+                [at_limit] * at_limit_n + [over] * over_n,
+                retries=[5] * at_limit_n + [0] * over_n,
+            )
             codes = (Counter(each[:at_limit_n]), Counter(each[at_limit_n:]))
             bodies = [_sized(int(7.5 * MiB))] * http_n
 
@@ -110,9 +138,10 @@ def _concurrent_grpc_and_http(tmp_path: Path, *, at_limit_n: int, over_n: int, h
         ((fits, over_limit), statuses), rss = _measured(col, load)  # type: ignore[misc]
         print(f"peak RSS {rss / MiB:.0f} MiB; gRPC {dict(fits)} and over the limit "
               f"{dict(over_limit)}; HTTP {dict(statuses)}")  # fmt: skip
-        # stored; busy (retry); or past the concurrent RPC limit (grpc's RESOURCE_EXHAUSTED)
-        assert set(fits) <= {"OK", "UNAVAILABLE", "RESOURCE_EXHAUSTED"}, fits
-        assert fits["OK"] >= min(10, at_limit_n)
+        # A message that fits is stored, at once or after the retries the busy answers asked
+        # for (a full queue refuses UNAVAILABLE with a delay rather than growing: with decoding
+        # in C a burst of 12 fills it, 4-8 of them refused on the first try, 2026-12-07).
+        assert fits == {"OK": at_limit_n}, fits
         # A message over the size limit is never stored.  gRPC says RESOURCE_EXHAUSTED when its
         # length prefix arrives; a client still sending 60 MiB may see the stream reset first
         # and report UNAVAILABLE (one CI run under load: 6 of 10), a definite refusal too.
