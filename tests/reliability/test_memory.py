@@ -3,8 +3,9 @@ gRPC messages and HTTP bodies (psutil samples the real process every 10 ms).
 
 The default test uses a 1 GiB budget and messages at the 4 MiB gRPC limit plus 60 MiB ones
 (refused from their length prefix); the messages that fit are retried when the collector says
-it is busy, as OpenTelemetry's exporters do, and must all be stored in the end; the heavy one is the issue's case, 40 concurrent 60 MiB
-messages with the gRPC limit raised to 64 MiB, is in the heavy tier (``-m heavy``, make test-all).
+it is busy, as OpenTelemetry's exporters do, and must all be stored in the end.  The heavy one
+is the issue's case, 40 concurrent 60 MiB messages with the gRPC limit raised to 64 MiB, in the
+heavy tier (``-m heavy``, make test-all).
 """
 
 from __future__ import annotations
