@@ -79,13 +79,15 @@ def _run() -> None:
     _event.wait()
     _event.clear()
     idle_since: int | None = None
-    woke = time.thread_time_ns()
+    woke = measure.perf()
     while True:
         slept = measure.perf()
-        # CPU this thread used with the GIL held (from its sleep's return to its next sleep)
-        _held[0] += time.thread_time_ns() - woke
+        # how long this thread held the GIL: from its sleep's return (which takes the GIL) to
+        # its next sleep, on the CPU or not (a page fault or a system call that keeps the GIL
+        # keeps the others waiting just the same)
+        _held[0] += slept - woke
         time.sleep(INTERVAL_S)
-        woke = time.thread_time_ns()
+        woke = measure.perf()
         try:
             # beyond the sleep: mostly waiting for the GIL, held by a thread that was running
             late = measure.perf() - slept - INTERVAL_NS
@@ -177,8 +179,8 @@ class _OthersCpu:
     tick (CPU clock plus schedstat run delay, read lazily once per tick), so that off-CPU time
     in plain Python code counts as waiting for the GIL only as far as that.  Why this bounds
     it: the GIL's holder (or the thread it is being handed to) is running or waiting for a
-    core; a thread blocked in a call released it.  The sampler thread counts too, by the CPU
-    it used awake (``_held``) plus its run delay: its ticks take the GIL, and on a loaded
+    core; a thread blocked in a call released it.  The sampler thread counts too, by how long
+    it held the GIL (``_held``) plus its run delay: its ticks take the GIL, and on a loaded
     machine waking it to take it is most of that wait."""
 
     __slots__ = ("now",)
@@ -209,15 +211,18 @@ class _OthersCpu:
 
 
 _prev_cpu: dict[int, int] = {}  # kernel thread id -> its CPU clock at the previous tick
-# The sampler thread's CPU from each sleep's return to its next sleep: the CPU it used holding
-# the GIL.  Its whole CPU clock would also count each wake-up (the timer, the system call's
-# return, the GIL's hand-over: 80-90% of its CPU on a VM, with the GIL held by nobody or by the
-# thread that yields it), and bound a blocked call's GIL share by the sampler's own cost.
+# The sampler thread's wall time from each sleep's return to its next sleep: how long it held
+# the GIL, on the CPU or not (its CPU time alone missed a tick that kept the GIL while off the
+# CPU: a page fault, a system call; the thread it kept waiting then read as blocked, 14-18 ms
+# of wait on an 80 ms loop in the measures run).  Its whole CPU clock would also count each
+# wake-up (the timer, the system call's return, the GIL's hand-over: 80-90% of its CPU on a VM,
+# with the GIL held by nobody or by the thread that yields it).
 _held: list[int] = [0]
 
 
 def _python_thread_cpu() -> dict[int, int]:
-    """Kernel thread id -> CPU clock + run delay, for every Python thread."""
+    """Kernel thread id -> CPU clock + run delay, for every Python thread (the sampler: the
+    time it held the GIL, ``_held``, + run delay)."""
     out: dict[int, int] = {}
     me = _thread
     for t in threading.enumerate()[:MAX_THREADS]:
