@@ -322,7 +322,7 @@ def live_spans():
 
 first = batch(2000)
 live_first = live_spans()
-out = batch(8000)  # far more spans than the batch processor keeps (2048 queued + 512 in flight)
+out = batch(8000)  # far more spans than the batch processor keeps (2048 queued + 2 x 512)
 live_after = live_spans()
 left = len(measure.records) + len(children._open) + sum(map(len, measure.stacks.values()))
 print(sum(first), sum(out), live_first, live_after, left, flush(2))
@@ -350,9 +350,12 @@ def test_same_behaviour_on_off_and_unreachable(tmp_path: Path) -> None:
     assert sums["off"] == sums["on"] == sums["unreachable"]
     for mode in ("on", "unreachable"):
         _, live_after, left = (int(x) for x in results[mode][2:5])
-        # Bounded: spans waiting for the exporter never exceed the batch processor's queue,
-        # however many calls are made, and no per-call bookkeeping outlives its call.
-        assert live_after <= 2048 + 512 + 64, (mode, results[mode])
+        # Bounded: spans waiting for the exporter never exceed what the batch processor keeps,
+        # however many calls are made, and no per-call bookkeeping outlives its call.  The SDK
+        # (1.45, _shared_internal.BatchProcessor._export) keeps its queue (2048) and two
+        # batches of 512: the one exported last stays referenced while the next is popped
+        # from the queue, which the application refills meanwhile (one run: 2,791 spans).
+        assert live_after <= 2048 + 2 * 512 + 64, (mode, results[mode])
         assert left == 0, (mode, results[mode])
     assert int(results["unreachable"][3]) > 1000  # it really could not deliver them
     assert results["on"][5] == "True"
