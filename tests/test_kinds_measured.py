@@ -478,17 +478,6 @@ def test_blocking_call_inside_a_coroutine(spans: InMemorySpanExporter) -> None:
 
 
 @trace
-def crunch() -> None:
-    seg = Segments()
-    spin(60)
-    seg.pause()
-    nap()
-    seg.resume()
-    spin(60)
-    seg.done("crunch")
-
-
-@trace
 def doze() -> None:
     time.sleep(0.05)
 
@@ -505,8 +494,8 @@ def test_an_overloaded_machine_stretches_what_a_span_does_without_changing_it(
 ) -> None:
     """A loop preempted by other processes stays CPU; a sleep they delay stays a wait.
 
-    One busy process more than there are cores takes turns with the loop (a parent computing
-    around a child that sleeps, the shape of test_children_are_not_self_time), so it spends much
+    One busy process more than there are cores takes turns with the loop (``parent_of_sleeper``:
+    80 ms of computing around a child that sleeps), so it spends much
     of its time runnable, waiting for a core.  The truth is the kernel's: the test reads the
     thread's run delay around the call and checks its own premise (the parent was off the CPU
     for at least 20 ms of its own time, nine tenths of that runnable).  Preemption is not
@@ -519,7 +508,7 @@ def test_an_overloaded_machine_stretches_what_a_span_does_without_changing_it(
         doze()  # the sampler is awake
         before = _run_delay()
         t0 = time.perf_counter_ns()
-        crunch()
+        parent_of_sleeper()
         wall = time.perf_counter_ns() - t0
         delay = _run_delay() - before
         doze()
@@ -527,7 +516,7 @@ def test_an_overloaded_machine_stretches_what_a_span_does_without_changing_it(
         for hog in hogs:
             hog.kill()
             hog.wait()
-    a = check(spans, "crunch", A.CPU)
+    a = check(spans, "parent_of_sleeper", A.CPU)
     child = named(spans, "nap")
     off = wall - (child.end_time or 0) + (child.start_time or 0) - a[A.CPU_NS]
     assert off >= 20e6 and delay >= 0.9 * off, (off, delay)  # the premise: preempted

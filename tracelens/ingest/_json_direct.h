@@ -315,6 +315,13 @@ static inline int d_once(unsigned *seen, int bit)
     return OK;
 }
 
+/* A string member that may appear once in its object (d_once, then d_str). */
+static inline int d_once_str(Cur *c, unsigned *seen, int bit, const char **s, size_t *n)
+{
+    int rc = d_once(seen, bit);
+    return rc ? rc : d_str(c, s, n);
+}
+
 /* ---- a span --------------------------------------------------------------------------------- */
 
 typedef struct {
@@ -546,9 +553,7 @@ static int d_event_member(Builder *self, Cur *c, const char *k, size_t kn, void 
         return d_int(c, &ev->time);
     }
     if (KEY_IS("name")) {
-        if ((rc = d_once(&ev->seen, 1)))
-            return rc;
-        return d_str(c, &ev->name, &ev->name_n);
+        return d_once_str(c, &ev->seen, 1, &ev->name, &ev->name_n);
     }
     if (KEY_IS("attributes")) {
         if ((rc = d_once(&ev->seen, 2)))

@@ -57,9 +57,8 @@ static int jd_tag_member(Builder *self, Cur *c, const char *k, size_t kn, void *
         return OK;
     }
     if (KEY_IS("type")) {
-        if ((rc = d_once(&t->seen, 1)))
-            return rc;
-        return d_str(c, &t->type, &t->tn); /* null or another value: the parsed way */
+        /* null or another value: the parsed way */
+        return d_once_str(c, &t->seen, 1, &t->type, &t->tn);
     }
     if (KEY_IS("value")) {
         if ((rc = d_once(&t->seen, 2)))
@@ -133,9 +132,7 @@ static int jd_ref_member(Builder *self, Cur *c, const char *k, size_t kn, void *
     int rc;
     (void)self;
     if (KEY_IS("refType")) {
-        if ((rc = d_once(&r->seen, 0)))
-            return rc;
-        return d_str(c, &r->type, &r->tn);
+        return d_once_str(c, &r->seen, 0, &r->type, &r->tn);
     }
     if (KEY_IS("traceID")) {
         if ((rc = d_once(&r->seen, 1)))
@@ -144,9 +141,7 @@ static int jd_ref_member(Builder *self, Cur *c, const char *k, size_t kn, void *
         return d_str(c, &s, &n);
     }
     if (KEY_IS("spanID")) {
-        if ((rc = d_once(&r->seen, 2)))
-            return rc;
-        return d_str(c, &r->sid, &r->sn);
+        return d_once_str(c, &r->seen, 2, &r->sid, &r->sn);
     }
     return d_skip(c);
 }
@@ -178,24 +173,16 @@ static int jd_span_member(Builder *self, Cur *c, const char *k, size_t kn, void 
     JDSpan *sp = ctx;
     int rc;
     if (KEY_IS("traceID")) {
-        if ((rc = d_once(&sp->seen, JD_TID)))
-            return rc;
-        return d_str(c, &sp->tid, &sp->tid_n);
+        return d_once_str(c, &sp->seen, JD_TID, &sp->tid, &sp->tid_n);
     }
     if (KEY_IS("spanID")) {
-        if ((rc = d_once(&sp->seen, JD_SID)))
-            return rc;
-        return d_str(c, &sp->sid, &sp->sid_n);
+        return d_once_str(c, &sp->seen, JD_SID, &sp->sid, &sp->sid_n);
     }
     if (KEY_IS("operationName")) {
-        if ((rc = d_once(&sp->seen, JD_NAME)))
-            return rc;
-        return d_str(c, &sp->name, &sp->name_n);
+        return d_once_str(c, &sp->seen, JD_NAME, &sp->name, &sp->name_n);
     }
     if (KEY_IS("processID")) {
-        if ((rc = d_once(&sp->seen, JD_PID)))
-            return rc;
-        return d_str(c, &sp->pid, &sp->pid_n);
+        return d_once_str(c, &sp->seen, JD_PID, &sp->pid, &sp->pid_n);
     }
     if (KEY_IS("parentSpanID")) {
         if ((rc = d_once(&sp->seen, JD_PARENT)))
